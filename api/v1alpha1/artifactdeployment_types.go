@@ -1,0 +1,183 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ArtifactDeploymentSpec is everything the Flux deployer needs to deploy one artifact. It is immutable: other
+// inputs give another name, hence another ArtifactDeployment.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="ArtifactDeployment spec is immutable"
+type ArtifactDeploymentSpec struct {
+	// Manifest is the artifact's deployment manifest.
+	// +required
+	Manifest ArtifactManifest `json:"manifest"`
+
+	// TaskManifests are the artifact's tasks.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	TaskManifests []TaskManifest `json:"taskManifests,omitempty"`
+
+	// Component is the OCM component version that carries the artifact.
+	// +required
+	Component Component `json:"component"`
+}
+
+// ArtifactManifest says how an artifact is deployed.
+type ArtifactManifest struct {
+	// Type is the deployment mechanism, e.g. helm or kustomize.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Type string `json:"type"`
+
+	// AllowReuse lets VectorDeployments share one deployment of the artifact.
+	// +optional
+	AllowReuse bool `json:"allowReuse"`
+}
+
+// TaskManifest is one task of an artifact.
+type TaskManifest struct {
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Type string `json:"type"`
+
+	// DependsOn names tasks that must complete first.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	DependsOn []string `json:"dependsOn,omitempty"`
+
+	// Spec is the task's own configuration, passed through as stored in the artifact.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	Spec *apiextensionsv1.JSON `json:"spec,omitempty"`
+}
+
+// Component identifies an OCM component version and its resources.
+type Component struct {
+	// Name is the OCM component name, e.g. acme.org/artifacts/frontend.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	Name string `json:"name"`
+
+	// Version is the OCM component version.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Version string `json:"version"`
+
+	// Resources are the component's resources other than its manifests.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Resources []Resource `json:"resources,omitempty"`
+}
+
+// Resource is one OCM resource of the artifact's component.
+type Resource struct {
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Type string `json:"type"`
+
+	// Content is the resource's access specification, as stored in the component descriptor.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	Content *apiextensionsv1.JSON `json:"content,omitempty"`
+}
+
+// DeploymentResult is one result of a deployment, e.g. the address of a Service it created.
+type DeploymentResult struct {
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Type string `json:"type"`
+
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	Spec *apiextensionsv1.JSON `json:"spec,omitempty"`
+}
+
+// ArtifactDeploymentStatus is the observed state of an ArtifactDeployment.
+type ArtifactDeploymentStatus struct {
+	// ObservedGeneration is the last generation the controller acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, Reconciling, Stalled, ArtifactFetched, ArtifactDeployed, AppHealthy,
+	// DeploymentResultCreated.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// DeploymentResult lists what the deployment produced.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=256
+	DeploymentResult []DeploymentResult `json:"deploymentResult,omitempty"`
+}
+
+// ArtifactDeployment deploys one artifact through Flux.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ad;ads,categories=konfidence
+// +kubebuilder:printcolumn:name="Component",type=string,JSONPath=`.spec.component.name`,priority=1
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.component.version`,priority=1
+// +kubebuilder:printcolumn:name="Fetched",type=string,JSONPath=`.status.conditions[?(@.type=="ArtifactFetched")].status`
+// +kubebuilder:printcolumn:name="Deployed",type=string,JSONPath=`.status.conditions[?(@.type=="ArtifactDeployed")].status`
+// +kubebuilder:printcolumn:name="Healthy",type=string,JSONPath=`.status.conditions[?(@.type=="AppHealthy")].status`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ArtifactDeployment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec   ArtifactDeploymentSpec   `json:"spec"`
+	Status ArtifactDeploymentStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the status conditions (github.com/fluxcd/pkg/runtime/conditions.Getter).
+func (in *ArtifactDeployment) GetConditions() []metav1.Condition { return in.Status.Conditions }
+
+// SetConditions sets the status conditions (github.com/fluxcd/pkg/runtime/conditions.Setter).
+func (in *ArtifactDeployment) SetConditions(c []metav1.Condition) { in.Status.Conditions = c }
+
+// ArtifactDeploymentList is a list of ArtifactDeployments.
+// +kubebuilder:object:root=true
+type ArtifactDeploymentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ArtifactDeployment `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ArtifactDeployment{}, &ArtifactDeploymentList{})
+}

@@ -1,0 +1,56 @@
+package v1alpha1
+
+// Condition types. Ready, Reconciling and Stalled are the kstatus summary conditions; the others record one step
+// of a reconcile each.
+const (
+	ReadyCondition       = "Ready"
+	ReconcilingCondition = "Reconciling"
+	StalledCondition     = "Stalled"
+
+	// VectorDownloadedCondition: the vector and every artifact it references were read from the OCM repository.
+	VectorDownloadedCondition = "VectorDownloaded"
+	// ArtifactDeploymentsCreatedCondition: every artifact of the vector has its ArtifactDeployment.
+	ArtifactDeploymentsCreatedCondition = "ArtifactDeploymentsCreated"
+
+	// ArtifactFetchedCondition: Flux fetched the artifact (OCIRepository or HelmChart Ready).
+	ArtifactFetchedCondition = "ArtifactFetched"
+	// ArtifactDeployedCondition: Flux applied the artifact (Kustomization or HelmRelease Ready).
+	ArtifactDeployedCondition = "ArtifactDeployed"
+	// AppHealthyCondition: the applied workloads are healthy (Kustomization Healthy, HelmRelease Released).
+	AppHealthyCondition = "AppHealthy"
+	// DeploymentResultCreatedCondition: the deployment results (e.g. Service endpoints) were collected.
+	DeploymentResultCreatedCondition = "DeploymentResultCreated"
+)
+
+// Condition reasons specific to this API; generic ones come from github.com/fluxcd/pkg/apis/meta.
+const (
+	// HashCollisionLimitExceededReason: an artifact's name still collided after MaxCollisionCount salts.
+	HashCollisionLimitExceededReason = "HashCollisionLimitExceeded"
+	// ArtifactDeploymentHashCollisionReason: the event reason for one detected name collision.
+	ArtifactDeploymentHashCollisionReason = "ArtifactDeploymentHashCollision"
+	// InvalidNameInputReason: a component name or version from which no ArtifactDeployment name can be built.
+	InvalidNameInputReason = "InvalidNameInput"
+)
+
+// MaxCollisionCount is the number of salts tried for one artifact before the controller stops: that many
+// collisions in a 36^10 space is a bug, not bad luck.
+const MaxCollisionCount = 5
+
+// Annotation and label keys written on ArtifactDeployments and the objects derived from them.
+const (
+	// ArtifactComponentAnnotation holds the OCM component name of the artifact.
+	ArtifactComponentAnnotation = "konfidence.cloud/artifact-component"
+	// ArtifactVersionAnnotation holds the OCM component version of the artifact.
+	ArtifactVersionAnnotation = "konfidence.cloud/artifact-version"
+	// ArtifactHashAnnotation holds the hash that ends the ArtifactDeployment's name.
+	ArtifactHashAnnotation = "konfidence.cloud/artifact-hash"
+	// AllowReuseAnnotation is "true" when VectorDeployments may share the ArtifactDeployment.
+	AllowReuseAnnotation = "konfidence.cloud/allow-reuse"
+	// VectorDeploymentUIDAnnotation holds the owning VectorDeployment's UID when reuse is disabled.
+	VectorDeploymentUIDAnnotation = "konfidence.cloud/vector-deployment-uid"
+
+	// ArtifactDeploymentLabel names the ArtifactDeployment an object (Flux object, Service) belongs to.
+	ArtifactDeploymentLabel = "konfidence.cloud/artifact-deployment"
+	// DeploymentResultLabel marks an object whose details are reported as a deployment result.
+	DeploymentResultLabel = "konfidence.cloud/deployment-result"
+)

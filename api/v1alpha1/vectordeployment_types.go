@@ -1,0 +1,87 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// VectorDeploymentSpec names the vector to deploy. It is immutable: deploying another vector is a new
+// VectorDeployment, so the ArtifactDeployments of the old one are never silently replaced.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="VectorDeployment spec is immutable"
+type VectorDeploymentSpec struct {
+	// Vector is the OCM reference of the vector component version, e.g.
+	// http://registry:5000//acme.org/vectors/shop:1.0.0.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Vector string `json:"vector"`
+}
+
+// ResultingArtifactDeployment is the ArtifactDeployment created for one artifact of the vector.
+type ResultingArtifactDeployment struct {
+	// Name of the ArtifactDeployment.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// CollisionCount is the number of salts folded into the name's hash after genuine name collisions. Once
+	// bumped it stays, so the name of this slot never changes back.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	CollisionCount *int32 `json:"collisionCount,omitempty"`
+}
+
+// VectorDeploymentStatus is the observed state of a VectorDeployment.
+type VectorDeploymentStatus struct {
+	// ObservedGeneration is the last generation the controller acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, Reconciling, Stalled, VectorDownloaded, ArtifactDeploymentsCreated.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ResultingArtifactDeployments maps each artifact's component name to its ArtifactDeployment.
+	// +optional
+	ResultingArtifactDeployments map[string]ResultingArtifactDeployment `json:"resultingArtifactDeployments,omitempty"`
+
+	// DeploymentResults maps each artifact's component name to the results its ArtifactDeployment reported.
+	// +optional
+	DeploymentResults map[string][]DeploymentResult `json:"deploymentResults,omitempty"`
+}
+
+// VectorDeployment deploys every artifact of a vector, one ArtifactDeployment each.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=vd;vds,categories=konfidence
+// +kubebuilder:printcolumn:name="Vector",type=string,JSONPath=`.spec.vector`,priority=1
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type VectorDeployment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec   VectorDeploymentSpec   `json:"spec"`
+	Status VectorDeploymentStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the status conditions (github.com/fluxcd/pkg/runtime/conditions.Getter).
+func (in *VectorDeployment) GetConditions() []metav1.Condition { return in.Status.Conditions }
+
+// SetConditions sets the status conditions (github.com/fluxcd/pkg/runtime/conditions.Setter).
+func (in *VectorDeployment) SetConditions(c []metav1.Condition) { in.Status.Conditions = c }
+
+// VectorDeploymentList is a list of VectorDeployments.
+// +kubebuilder:object:root=true
+type VectorDeploymentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []VectorDeployment `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&VectorDeployment{}, &VectorDeploymentList{})
+}

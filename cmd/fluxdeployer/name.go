@@ -1,0 +1,50 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment"
+)
+
+func newNameCommand() *cobra.Command {
+	var (
+		component, version, uid, output string
+		collisionCount                  int32
+	)
+	cmd := &cobra.Command{
+		Use:   "name --component C --version V [--uid U] [--collision-count N] [-o json]",
+		Short: "Print the ArtifactDeployment name an artifact gets",
+		Long: "Prints the ArtifactDeployment name an artifact gets. Pass --uid (the VectorDeployment's UID) for an artifact\n" +
+			"whose manifest disables reuse, and --collision-count for a slot whose counter was bumped.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "" && output != "json" {
+				return fmt.Errorf("unknown output format %q (want json)", output)
+			}
+			name, hash, err := vectordeployment.ArtifactDeploymentName(component, version, uid, collisionCount)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(struct {
+					Name string `json:"name"`
+					Hash string `json:"hash"`
+				}{name, hash})
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), name)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&component, "component", "", "OCM component name, e.g. acme.org/artifacts/frontend")
+	f.StringVar(&version, "version", "", "OCM component version")
+	f.StringVar(&uid, "uid", "", "VectorDeployment UID, for artifacts that disable reuse")
+	f.Int32Var(&collisionCount, "collision-count", 0, "collision counter of the slot")
+	f.StringVarP(&output, "output", "o", "", "output format: json")
+	_ = cmd.MarkFlagRequired("component")
+	_ = cmd.MarkFlagRequired("version")
+	return cmd
+}

@@ -1,0 +1,212 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// One API server for the tests of this file: starting one takes a few seconds.
+var env *Env
+
+func TestMain(m *testing.M) {
+	var stop func() error
+	var err error
+	env, stop, err = start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+func newVectorDeployment(name string) *konfidencev1.VectorDeployment {
+	return &konfidencev1.VectorDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec:       konfidencev1.VectorDeploymentSpec{Vector: "http://registry:5000//acme.org/vectors/shop:1.0.0"},
+	}
+}
+
+func newArtifactDeployment(name string) *konfidencev1.ArtifactDeployment {
+	return &konfidencev1.ArtifactDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: konfidencev1.ArtifactDeploymentSpec{
+			Manifest: konfidencev1.ArtifactManifest{Type: "helm", AllowReuse: true},
+			TaskManifests: []konfidencev1.TaskManifest{{
+				Name: "migrate", Type: "job", DependsOn: []string{"init"},
+				Spec: &apiextensionsv1.JSON{Raw: []byte(`{"image":"migrate:1","args":["--all"]}`)},
+			}},
+			Component: konfidencev1.Component{
+				Name: "acme.org/artifacts/frontend", Version: "1.2.3+build.5",
+				Resources: []konfidencev1.Resource{{
+					Name: "chart", Type: "helmChart",
+					Content: &apiextensionsv1.JSON{Raw: []byte(`{"type":"ociArtifact","imageReference":"registry:5000/charts/frontend:1.2.3"}`)},
+				}},
+			},
+		},
+	}
+}
+
+func TestCRDsInstalledWithPrinterColumnsAndCategory(t *testing.T) {
+	ctx := context.Background()
+	for name, columns := range map[string][]string{
+		"vectordeployments.konfidence.cloud":   {"Ready", "Reason", "Age"},
+		"artifactdeployments.konfidence.cloud": {"Fetched", "Deployed", "Healthy", "Ready", "Reason", "Age"},
+	} {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			t.Fatalf("CRD %s: %v", name, err)
+		}
+		if crd.Spec.Names.Categories[0] != "konfidence" || len(crd.Spec.Names.ShortNames) == 0 {
+			t.Errorf("%s: categories %v, short names %v", name, crd.Spec.Names.Categories, crd.Spec.Names.ShortNames)
+		}
+		got := map[string]bool{}
+		for _, c := range crd.Spec.Versions[0].AdditionalPrinterColumns {
+			got[c.Name] = true
+		}
+		for _, c := range columns {
+			if !got[c] {
+				t.Errorf("%s lacks printer column %s", name, c)
+			}
+		}
+	}
+	if err := env.Client.List(ctx, &konfidencev1.VectorDeploymentList{}); err != nil {
+		t.Errorf("listing VectorDeployments: %v", err)
+	}
+	if err := env.Client.List(ctx, &konfidencev1.ArtifactDeploymentList{}); err != nil {
+		t.Errorf("listing ArtifactDeployments: %v", err)
+	}
+}
+
+func TestVectorDeploymentSpecIsImmutable(t *testing.T) {
+	ctx := context.Background()
+	vd := newVectorDeployment("immutable")
+	if err := env.Client.Create(ctx, vd); err != nil {
+		t.Fatal(err)
+	}
+	vd.Spec.Vector = "http://registry:5000//acme.org/vectors/shop:2.0.0"
+	err := env.Client.Update(ctx, vd)
+	assertInvalid(t, err, "VectorDeployment spec is immutable")
+}
+
+func TestVectorDeploymentRequiresVector(t *testing.T) {
+	vd := newVectorDeployment("no-vector")
+	vd.Spec.Vector = ""
+	assertInvalid(t, env.Client.Create(context.Background(), vd), "spec.vector")
+}
+
+func TestArtifactDeploymentSpecIsImmutableAndKeepsRawJSON(t *testing.T) {
+	ctx := context.Background()
+	ad := newArtifactDeployment("frontend-1-2-3-build-5-abcdefghij")
+	if err := env.Client.Create(ctx, ad); err != nil {
+		t.Fatal(err)
+	}
+	got := &konfidencev1.ArtifactDeployment{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ad), got); err != nil {
+		t.Fatal(err)
+	}
+	if raw := string(got.Spec.Component.Resources[0].Content.Raw); !strings.Contains(raw, `"imageReference":"registry:5000/charts/frontend:1.2.3"`) {
+		t.Errorf("resource access JSON not preserved: %s", raw)
+	}
+	if raw := string(got.Spec.TaskManifests[0].Spec.Raw); !strings.Contains(raw, `"args":["--all"]`) {
+		t.Errorf("task spec JSON not preserved: %s", raw)
+	}
+	for name, mutate := range map[string]func(*konfidencev1.ArtifactDeployment){
+		"manifest": func(a *konfidencev1.ArtifactDeployment) { a.Spec.Manifest.AllowReuse = false },
+		"version":  func(a *konfidencev1.ArtifactDeployment) { a.Spec.Component.Version = "1.2.4" },
+		"resource JSON": func(a *konfidencev1.ArtifactDeployment) {
+			a.Spec.Component.Resources[0].Content.Raw = []byte(`{"type":"other"}`)
+		},
+		"task manifests": func(a *konfidencev1.ArtifactDeployment) { a.Spec.TaskManifests = nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			changed := got.DeepCopy()
+			mutate(changed)
+			assertInvalid(t, env.Client.Update(ctx, changed), "ArtifactDeployment spec is immutable")
+		})
+	}
+}
+
+func TestDeploymentResultIsAMapKeyedByNameAndType(t *testing.T) {
+	ctx := context.Background()
+	ad := newArtifactDeployment("results-abcdefghij")
+	if err := env.Client.Create(ctx, ad); err != nil {
+		t.Fatal(err)
+	}
+	ad.Status.DeploymentResult = []konfidencev1.DeploymentResult{
+		{Name: "frontend", Type: "service"}, {Name: "frontend", Type: "ingress"},
+	}
+	if err := env.Client.Status().Update(ctx, ad); err != nil {
+		t.Fatalf("distinct name+type keys rejected: %v", err)
+	}
+	ad.Status.DeploymentResult = append(ad.Status.DeploymentResult, konfidencev1.DeploymentResult{Name: "frontend", Type: "service"})
+	assertInvalid(t, env.Client.Status().Update(ctx, ad), "Duplicate value")
+	ad.Status.DeploymentResult = []konfidencev1.DeploymentResult{{Name: "frontend", Type: strings.Repeat("t", 64)}}
+	assertInvalid(t, env.Client.Status().Update(ctx, ad), "Too long")
+}
+
+// TestStatusIsASubresource: writes through the main endpoint ignore status, and status writes ignore the rest,
+// which lets the two reconcilers and users write without clobbering each other.
+func TestStatusIsASubresource(t *testing.T) {
+	ctx := context.Background()
+	vd := newVectorDeployment("subresource")
+	if err := env.Client.Create(ctx, vd); err != nil {
+		t.Fatal(err)
+	}
+	generation := vd.Generation
+
+	// A status write: lands in status, leaves metadata and spec alone and does not bump the generation.
+	vd.Status.ObservedGeneration = generation
+	meta.SetStatusCondition(&vd.Status.Conditions, metav1.Condition{Type: konfidencev1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Test", Message: "ok"})
+	vd.Labels = map[string]string{"through": "status"}
+	if err := env.Client.Status().Update(ctx, vd); err != nil {
+		t.Fatal(err)
+	}
+	got := &konfidencev1.VectorDeployment{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vd), got); err != nil {
+		t.Fatal(err)
+	}
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, konfidencev1.ReadyCondition) || got.Labels["through"] != "" || got.Generation != generation {
+		t.Errorf("status update: conditions %v, labels %v, generation %d (was %d)", got.Status.Conditions, got.Labels, got.Generation, generation)
+	}
+
+	// A main-endpoint write: lands in metadata, ignores status.
+	got.Labels = map[string]string{"through": "main"}
+	got.Status.Conditions = nil
+	got.Status.ObservedGeneration = 42
+	if err := env.Client.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	after := &konfidencev1.VectorDeployment{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vd), after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Labels["through"] != "main" || after.Status.ObservedGeneration != generation || len(after.Status.Conditions) != 1 {
+		t.Errorf("main update: labels %v, status %+v", after.Labels, after.Status)
+	}
+}
+
+func assertInvalid(t *testing.T, err error, message string) {
+	t.Helper()
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("want an Invalid error mentioning %q, got %v", message, err)
+	}
+	if !strings.Contains(err.Error(), message) {
+		t.Errorf("error %q does not mention %q", err, message)
+	}
+}

@@ -1,0 +1,268 @@
+// Package spec holds OCM's storage wire format as fluxdeployer reads and writes it: the component descriptor v2
+// document, the media types and annotations of its OCI representation, and the CTF index. The reader (package
+// ocm) and the fixture writer (package ocmtest) both build on these definitions so they cannot drift apart.
+//
+// Facts and sources: ../shared/reference/ocm-format.md (§2 OCI mapping, §3 descriptor, §5 CTF).
+package spec
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Media types of the descriptor layer. The current OCM Go binding writes JSON; OCM v1 and old CLIs wrote
+// +yaml+tar, and Gardener-era tooling the cnudie types.
+const (
+	MediaTypeDescriptorJSON    = "application/vnd.ocm.software.component-descriptor.v2+json"
+	MediaTypeDescriptorYAML    = "application/vnd.ocm.software.component-descriptor.v2+yaml"
+	MediaTypeDescriptorYAMLTar = "application/vnd.ocm.software.component-descriptor.v2+yaml+tar"
+
+	MediaTypeLegacyDescriptorJSON      = "application/vnd.gardener.cloud.cnudie.component-descriptor.v2+json"
+	MediaTypeLegacyDescriptorYAML      = "application/vnd.gardener.cloud.cnudie.component-descriptor.v2+yaml"
+	MediaTypeLegacyDescriptorYAMLTar   = "application/vnd.gardener.cloud.cnudie.component-descriptor.v2+yaml+tar"
+	MediaTypeLegacyDescriptorConfigTar = "application/vnd.oci.gardener.cloud.cnudie.component-descriptor.config.v2+yaml+tar"
+	MediaTypeComponentConfig           = "application/vnd.ocm.software.component.config.v1+json"
+	ArtifactTypeComponentDescriptor    = "application/vnd.ocm.software.component-descriptor.v2"
+	DescriptorTarFile                  = "component-descriptor.yaml"
+	ComponentDescriptorsPath           = "component-descriptors"
+	SchemaVersionV2                    = "v2"
+	HashAlgorithmSHA256                = "SHA-256"
+	NormalisationGenericBlobDigest     = "genericBlobDigest/v1"
+	AccessTypeLocalBlob                = "LocalBlob/v1"
+	AnnotationComponentVersion         = "software.ocm.componentversion"
+	AnnotationCreator                  = "software.ocm.creator"
+	AnnotationArtifact                 = "software.ocm.artifact"
+	CTFIndexFile                       = "artifact-index.json"
+	CTFBlobsDir                        = "blobs"
+
+	ctfIndexSchemaVersion = 1
+	// maxDescriptorTarEntries bounds the walk through a hostile tar full of tiny entries.
+	maxDescriptorTarEntries = 64
+)
+
+// tarModTime is the fixed modification time OCM's encoder writes, so equal descriptors give equal blobs.
+var tarModTime = time.Date(2022, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Descriptor is a component descriptor v2 document, reduced to what fluxdeployer reads and writes. Unknown
+// fields are dropped on read; that is fine because fluxdeployer never re-stores a descriptor it read.
+type Descriptor struct {
+	Meta       Meta              `json:"meta"`
+	Component  Component         `json:"component"`
+	Signatures []json.RawMessage `json:"signatures,omitempty"`
+}
+
+// Meta carries the schema version.
+type Meta struct {
+	SchemaVersion string `json:"schemaVersion"`
+}
+
+// Component is the component section. The list fields have no omitempty because OCM writes them as null when
+// empty, and a reader must accept that.
+type Component struct {
+	Name               string            `json:"name"`
+	Version            string            `json:"version"`
+	Provider           json.RawMessage   `json:"provider"`
+	CreationTime       string            `json:"creationTime,omitempty"`
+	RepositoryContexts []json.RawMessage `json:"repositoryContexts"`
+	Resources          []Resource        `json:"resources"`
+	Sources            []json.RawMessage `json:"sources"`
+	References         []Reference       `json:"componentReferences"`
+}
+
+// Resource is an element of component.resources. Access stays raw: its shape depends on its type, and
+// fluxdeployer forwards the access of most resources untouched.
+type Resource struct {
+	Name          string            `json:"name"`
+	Version       string            `json:"version,omitempty"`
+	ExtraIdentity map[string]string `json:"extraIdentity,omitempty"`
+	Type          string            `json:"type"`
+	Relation      string            `json:"relation,omitempty"`
+	Access        json.RawMessage   `json:"access,omitempty"`
+	Digest        *Digest           `json:"digest,omitempty"`
+}
+
+// Reference is an element of component.componentReferences.
+type Reference struct {
+	Name          string            `json:"name"`
+	ComponentName string            `json:"componentName"`
+	Version       string            `json:"version"`
+	ExtraIdentity map[string]string `json:"extraIdentity,omitempty"`
+	Digest        *Digest           `json:"digest,omitempty"`
+}
+
+// Digest is an element digest.
+type Digest struct {
+	HashAlgorithm          string `json:"hashAlgorithm"`
+	NormalisationAlgorithm string `json:"normalisationAlgorithm"`
+	Value                  string `json:"value"`
+}
+
+// LocalBlobAccess is the access of a resource stored inside the component version's own OCI artifact.
+type LocalBlobAccess struct {
+	Type           string `json:"type"`
+	LocalReference string `json:"localReference"`
+	MediaType      string `json:"mediaType"`
+	ReferenceName  string `json:"referenceName,omitempty"`
+}
+
+// IsLocalBlobType reports whether an access type names a local blob: OCM registers LocalBlob and localBlob,
+// each with and without /v1.
+func IsLocalBlobType(accessType string) bool {
+	name, version, _ := strings.Cut(accessType, "/")
+	return (name == "LocalBlob" || name == "localBlob") && (version == "" || version == "v1")
+}
+
+// ComponentConfig is the OCI config blob of a component version.
+type ComponentConfig struct {
+	ComponentDescriptorLayer *ocispec.Descriptor `json:"componentDescriptorLayer,omitempty"`
+}
+
+// ArtifactAnnotation is one entry of the software.ocm.artifact layer annotation.
+type ArtifactAnnotation struct {
+	Identity map[string]string `json:"identity"`
+	Kind     string            `json:"kind"`
+}
+
+// Identity returns the resource's identity: name, version when set, and extraIdentity.
+func (r Resource) Identity() map[string]string {
+	id := make(map[string]string, len(r.ExtraIdentity)+2)
+	for k, v := range r.ExtraIdentity {
+		id[k] = v
+	}
+	id["name"] = r.Name
+	if r.Version != "" {
+		id["version"] = r.Version
+	}
+	return id
+}
+
+// RepositoryPath is the OCI repository, relative to the registry host, that holds a component's versions.
+func RepositoryPath(subPath, component string) string {
+	if subPath = strings.Trim(subPath, "/"); subPath == "" {
+		return ComponentDescriptorsPath + "/" + component
+	}
+	return subPath + "/" + ComponentDescriptorsPath + "/" + component
+}
+
+// VersionTag maps a version to its OCI tag. OCI tags cannot hold '+', so OCM replaces the first one.
+func VersionTag(version string) string {
+	return strings.Replace(version, "+", ".build-", 1)
+}
+
+// ErrUnsupportedMediaType reports a descriptor layer media type this package cannot decode.
+var ErrUnsupportedMediaType = errors.New("unsupported media type")
+
+// IsDescriptorMediaType reports whether Decode understands a descriptor layer media type.
+func IsDescriptorMediaType(mediaType string) bool {
+	switch mediaType {
+	case MediaTypeDescriptorJSON, MediaTypeDescriptorYAML, MediaTypeDescriptorYAMLTar,
+		MediaTypeLegacyDescriptorJSON, MediaTypeLegacyDescriptorYAML, MediaTypeLegacyDescriptorYAMLTar,
+		MediaTypeLegacyDescriptorConfigTar:
+		return true
+	}
+	return false
+}
+
+// Decode parses a descriptor layer according to its media type. JSON is a subset of YAML, so one parser serves
+// both, as in OCM.
+func Decode(mediaType string, data []byte) (*Descriptor, error) {
+	if !IsDescriptorMediaType(mediaType) {
+		return nil, fmt.Errorf("%w %q for a component descriptor", ErrUnsupportedMediaType, mediaType)
+	}
+	if strings.HasSuffix(mediaType, "+tar") {
+		var err error
+		if data, err = descriptorFromTar(data); err != nil {
+			return nil, err
+		}
+	}
+	var d Descriptor
+	if err := yaml.Unmarshal(data, &d); err != nil {
+		return nil, fmt.Errorf("decoding component descriptor: %w", err)
+	}
+	return &d, nil
+}
+
+func descriptorFromTar(data []byte) ([]byte, error) {
+	tr := tar.NewReader(bytes.NewReader(data))
+	for range maxDescriptorTarEntries {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading component descriptor tar: %w", err)
+		}
+		if strings.TrimPrefix(h.Name, "/") == DescriptorTarFile {
+			// The tar is itself a size-limited blob, so reading the entry fully is bounded.
+			return io.ReadAll(tr)
+		}
+	}
+	return nil, fmt.Errorf("component descriptor tar has no %s", DescriptorTarFile)
+}
+
+// Encode serialises a descriptor for a descriptor layer of the given media type.
+func Encode(mediaType string, d *Descriptor) ([]byte, error) {
+	if !IsDescriptorMediaType(mediaType) {
+		return nil, fmt.Errorf("%w %q for a component descriptor", ErrUnsupportedMediaType, mediaType)
+	}
+	data, err := json.Marshal(d)
+	if err != nil || strings.HasSuffix(mediaType, "+json") {
+		return data, err
+	}
+	if data, err = yaml.JSONToYAML(data); err != nil || !strings.HasSuffix(mediaType, "+tar") {
+		return data, err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: DescriptorTarFile, Size: int64(len(data)), Mode: 0o644, ModTime: tarModTime}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// CTFIndex is a CTF's artifact-index.json.
+type CTFIndex struct {
+	SchemaVersion int           `json:"schemaVersion"`
+	Artifacts     []CTFArtifact `json:"artifacts"`
+}
+
+// CTFArtifact is one tagged manifest of a CTF. Old CTFs omit the media type.
+type CTFArtifact struct {
+	Repository string `json:"repository"`
+	Tag        string `json:"tag,omitempty"`
+	Digest     string `json:"digest"`
+	MediaType  string `json:"mediaType,omitempty"`
+}
+
+// NewCTFIndex returns an empty index of the version OCM reads.
+func NewCTFIndex() CTFIndex { return CTFIndex{SchemaVersion: ctfIndexSchemaVersion} }
+
+// DecodeCTFIndex parses artifact-index.json.
+func DecodeCTFIndex(data []byte) (CTFIndex, error) {
+	var idx CTFIndex
+	if err := json.Unmarshal(data, &idx); err != nil {
+		return idx, fmt.Errorf("decoding %s: %w", CTFIndexFile, err)
+	}
+	if idx.SchemaVersion != ctfIndexSchemaVersion {
+		return idx, fmt.Errorf("%s has schemaVersion %d, want %d", CTFIndexFile, idx.SchemaVersion, ctfIndexSchemaVersion)
+	}
+	return idx, nil
+}
+
+// CTFBlobName is the file name, under blobs/, of a blob with the given digest.
+func CTFBlobName(digest string) string { return strings.ReplaceAll(digest, ":", ".") }

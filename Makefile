@@ -3,8 +3,6 @@ SHELL := /usr/bin/env bash -o pipefail
 .DEFAULT_GOAL := build
 
 CONTROLLER_GEN := go tool -modfile=hack/tools/controller-gen/go.mod controller-gen
-# envtest runs a real kube-apiserver and etcd, built from the Go module proxy into a cache outside the clone.
-KUBEBUILDER_ASSETS ?= $(shell hack/test-assets.sh)
 FUZZTIME ?= 5s
 
 .PHONY: generate
@@ -35,7 +33,8 @@ test-assets: ## Build kube-apiserver and etcd for envtest (first run about 7 min
 
 .PHONY: test
 test: vet verify-generated ## Unit, envtest and short fuzz tests.
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test ./... -count=1
+	@# envtest runs a real kube-apiserver and etcd, built from the Go module proxy into a cache outside the clone.
+	assets=$$(hack/test-assets.sh) && KUBEBUILDER_ASSETS=$$assets go test ./... -count=1
 	$(MAKE) fuzz
 
 .PHONY: fuzz

@@ -69,6 +69,11 @@ func knownControllers() []string {
 	return names
 }
 
+// The manager itself needs leases for leader election and events for every reconciler.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
 // newManager builds the controller-runtime manager with the chosen reconcilers and the health and readiness
 // probes; the caller starts it.
 func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {

@@ -1,0 +1,232 @@
+package ocm
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/spec"
+)
+
+// Repository types as OCM prints them for a reference that did not name one.
+const (
+	TypeOCI = "OCIRepository/v1"
+	TypeCTF = "CommonTransportFormat/v1"
+)
+
+// prefixes are tried in this order; "" gives the "//" form.
+var prefixes = []string{spec.ComponentDescriptorsPath, ""}
+
+var (
+	componentRegex = regexp.MustCompile(`^[a-z][-a-z0-9]*([.][a-z][-a-z0-9]*)*[.][a-z]{2,}(/[a-z][-a-z0-9_]*([.][a-z][-a-z0-9_]*)*)+$`)
+	versionRegex   = regexp.MustCompile(`^[v]?(0|[1-9]\d*)(?:\.(0|[1-9]\d*))?(?:\.(0|[1-9]\d*))?(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
+	digestRegex    = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*[:][[:xdigit:]]{32,}$`)
+	ociTagRegex    = regexp.MustCompile(`^[\w][\w.-]{0,127}$`)
+	// ociPathRegex is the distribution spec's repository path grammar; a subPath must satisfy it to be usable.
+	ociPathRegex = regexp.MustCompile(`^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*$`)
+	domainRegex  = regexp.MustCompile(`^[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$`)
+)
+
+const maxComponentNameLength = 255
+
+// Ref is a parsed OCM component reference:
+//
+//	[<type>::]<repository>/[component-descriptors]/<component>[:<version>][@<digest>]
+//
+// where the repository is an OCI registry ([http://|https://|oci://]host[:port][/subPath]) or a CTF directory.
+type Ref struct {
+	// Type is the repository type as written, or TypeOCI / TypeCTF when the reference named none.
+	Type string
+	// BaseURL is [scheme://]host[:port] of an OCI registry.
+	BaseURL string
+	// SubPath is the path below the registry host, without leading slash.
+	SubPath string
+	// FilePath is a CTF's location, as written.
+	FilePath string
+	// Prefix is "component-descriptors" or "" (the "//" form); kept so String reproduces the input's form.
+	Prefix    string
+	Component string
+	Version   string
+	// Digest is carried for round-tripping and cache keys; like Konfidence, the reader does not verify it,
+	// because OCM does not pin down what it hashes.
+	Digest string
+}
+
+// ParseRef parses an OCM component reference as OCM's compref.Parse does with IgnoreSemverCompatibility (as
+// Konfidence calls it), so aliases such as "latest" are accepted as versions. Unlike OCM it also rejects, at
+// parse time, versions that cannot be OCI tags and subPaths that cannot be OCI repository paths, which OCM
+// would only reject on first use.
+func ParseRef(s string) (Ref, error) {
+	r, err := parseRef(s)
+	if err != nil {
+		return Ref{}, &Error{Reason: ReasonReferenceInvalid, Ref: s, Err: err}
+	}
+	return r, nil
+}
+
+func parseRef(s string) (Ref, error) {
+	var r Ref
+	rest := s
+	if typ, after, ok := strings.Cut(rest, "::"); ok {
+		r.Type, rest = typ, after
+	}
+	if i := strings.LastIndex(rest, "@"); i >= 0 && !strings.Contains(rest[i:], "/") {
+		if r.Digest = rest[i+1:]; !digestRegex.MatchString(r.Digest) {
+			return Ref{}, fmt.Errorf("invalid digest %q", r.Digest)
+		}
+		rest = rest[:i]
+	}
+	if i := strings.LastIndex(rest, ":"); i >= 0 && !strings.Contains(rest[i:], "/") {
+		r.Version = rest[i+1:]
+		if !ociTagRegex.MatchString(spec.VersionTag(r.Version)) {
+			return Ref{}, fmt.Errorf("invalid version %q", r.Version)
+		}
+		rest = rest[:i]
+	}
+	repo, found := "", false
+	for _, prefix := range prefixes {
+		sep := "/" + prefix + "/"
+		if i := strings.LastIndex(rest, sep); i >= 0 {
+			repo, r.Prefix, r.Component, found = rest[:i], prefix, rest[i+len(sep):], true
+			break
+		}
+	}
+	if !found {
+		return Ref{}, fmt.Errorf("no valid descriptor prefix found (want <repository>//<component> or <repository>/component-descriptors/<component>)")
+	}
+	if len(r.Component) > maxComponentNameLength || !componentRegex.MatchString(r.Component) {
+		return Ref{}, fmt.Errorf("invalid component name %q", r.Component)
+	}
+	if repo == "" {
+		return Ref{}, fmt.Errorf("empty repository")
+	}
+	ctf, err := isCTF(r.Type, repo)
+	if err != nil {
+		return Ref{}, err
+	}
+	if ctf {
+		r.FilePath = repo
+		if r.Type == "" {
+			r.Type = TypeCTF
+		}
+		return r, nil
+	}
+	if r.BaseURL, r.SubPath, err = parseOCIRepository(repo); err != nil {
+		return Ref{}, err
+	}
+	if r.Type == "" {
+		r.Type = TypeOCI
+	}
+	return r, nil
+}
+
+// isCTF decides the repository kind from an explicit type, or else guesses it from the repository's form as
+// OCM's guessType does.
+func isCTF(typ, repo string) (bool, error) {
+	if typ != "" {
+		name, version, _ := strings.Cut(typ, "/")
+		if version != "" && version != "v1" {
+			return false, fmt.Errorf("unknown repository type %q", typ)
+		}
+		switch name {
+		case "OCIRepository", "OCI", "oci", "OCIRegistry", "ociRegistry":
+			return false, nil
+		case "CommonTransportFormat", "CTF", "ctf":
+			return true, nil
+		}
+		return false, fmt.Errorf("unknown repository type %q", typ)
+	}
+	switch {
+	case strings.HasPrefix(repo, "file://"), strings.HasPrefix(repo, "/"),
+		strings.HasPrefix(repo, "./"), strings.HasPrefix(repo, "../"):
+		return true, nil
+	case strings.Contains(repo, "://"), strings.Contains(repo, ":"), repo == "localhost":
+		return false, nil
+	case strings.HasSuffix(repo, ".tar"), strings.HasSuffix(repo, ".tgz"), strings.HasSuffix(repo, ".tar.gz"):
+		return true, nil
+	}
+	host, _, _ := strings.Cut(repo, "/")
+	return !domainRegex.MatchString(host), nil
+}
+
+func parseOCIRepository(repo string) (baseURL, subPath string, err error) {
+	raw := repo
+	if !strings.Contains(repo, "://") {
+		raw = "oci://" + repo
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", "", fmt.Errorf("invalid OCI repository %q: %w", repo, err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "oci":
+		return "", "", fmt.Errorf("unsupported scheme %q in OCI repository %q", u.Scheme, repo)
+	case u.Host == "":
+		return "", "", fmt.Errorf("OCI repository %q has no host", repo)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return "", "", fmt.Errorf("OCI repository %q may not carry user info, a query or a fragment", repo)
+	}
+	baseURL = u.Host
+	if strings.Contains(repo, "://") {
+		baseURL = u.Scheme + "://" + u.Host
+	}
+	subPath = strings.Trim(u.Path, "/")
+	if subPath != "" && !ociPathRegex.MatchString(subPath) {
+		return "", "", fmt.Errorf("invalid OCI repository path %q", subPath)
+	}
+	return baseURL, subPath, nil
+}
+
+// String prints the reference as OCM's Ref.String does: [Type::]Repository/Prefix/Component[:Version][@Digest].
+func (r Ref) String() string {
+	var b strings.Builder
+	if r.Type != "" {
+		b.WriteString(r.Type + "::")
+	}
+	b.WriteString(r.repository())
+	b.WriteString("/" + r.Prefix + "/" + r.Component)
+	if r.Version != "" {
+		b.WriteString(":" + r.Version)
+	}
+	if r.Digest != "" {
+		b.WriteString("@" + r.Digest)
+	}
+	return b.String()
+}
+
+func (r Ref) repository() string {
+	switch {
+	case r.IsCTF():
+		return r.FilePath
+	case r.SubPath != "":
+		return r.BaseURL + "/" + r.SubPath
+	}
+	return r.BaseURL
+}
+
+// IsCTF reports whether the reference points into a CTF directory rather than an OCI registry.
+func (r Ref) IsCTF() bool { return r.FilePath != "" }
+
+// Host is the registry's host[:port], without scheme.
+func (r Ref) Host() string {
+	_, host, found := strings.Cut(r.BaseURL, "://")
+	if !found {
+		return r.BaseURL
+	}
+	return host
+}
+
+// PlainHTTP reports whether the registry is to be spoken to without TLS: only when the reference says http://.
+func (r Ref) PlainHTTP() bool { return strings.HasPrefix(r.BaseURL, "http://") }
+
+// sibling is another component version in the same repository: OCM resolves component references in the
+// repository of the referring component.
+func (r Ref) sibling(component, version string) Ref {
+	r.Component, r.Version, r.Digest = component, version, ""
+	return r
+}
+
+// isVersion reports whether v is a version rather than an alias. Only versions are immutable, so only they may
+// be cached.
+func isVersion(v string) bool { return versionRegex.MatchString(v) }

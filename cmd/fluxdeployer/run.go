@@ -19,11 +19,6 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 )
 
-// controllerSetups registers each reconciler that --controllers can name with the manager. The VectorDeployment
-// and Flux deployer reconcilers add themselves here as they land; they meet only through API objects, so any
-// subset can run in one process.
-var controllerSetups = map[string]func(ctrl.Manager) error{}
-
 type runOptions struct {
 	metricsAddr, healthAddr string
 	controllers             []string
@@ -57,6 +52,9 @@ func newRunCommand() *cobra.Command {
 		"reconcilers to run, comma-separated (known: "+strings.Join(knownControllers(), ", ")+")")
 	o.leaderElection.BindFlags(f)
 	o.logging.BindFlags(f)
+	for _, name := range knownControllers() {
+		controllerSetups[name].BindFlags(f)
+	}
 	return cmd
 }
 
@@ -117,7 +115,7 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 		return nil, err
 	}
 	for _, name := range o.controllers {
-		if err := controllerSetups[name](mgr); err != nil {
+		if err := controllerSetups[name].SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up controller %s: %w", name, err)
 		}
 	}

@@ -1,0 +1,17 @@
+package main
+
+import (
+	"github.com/spf13/pflag"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// controllerSetup is what each reconciler package offers the binary: its own flags, and registration with the
+// manager once they are parsed.
+type controllerSetup interface {
+	BindFlags(fs *pflag.FlagSet)
+	SetupWithManager(mgr ctrl.Manager) error
+}
+
+// controllerSetups holds the reconcilers that --controllers can name. The VectorDeployment reconciler and the
+// Flux deployer meet only through API objects, so any subset can run in one process.
+var controllerSetups = map[string]controllerSetup{}

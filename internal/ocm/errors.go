@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/errcode"
 )
 
@@ -123,6 +124,8 @@ func classify(ref string, err error) error {
 		record      tls.RecordHeaderError
 	)
 	switch {
+	case errors.Is(err, auth.ErrBasicCredentialNotFound):
+		reason = ReasonUnauthorized
 	case errors.Is(err, errdef.ErrNotFound):
 		reason = ReasonNotFound
 	case errors.As(err, &resp):

@@ -1,0 +1,22 @@
+// Package ocm reads Konfidence vectors and artifacts, which are OCM component versions, from OCI registries
+// and CTF directories. It is the only place in fluxdeployer that knows OCM's wire format; everything else sees
+// Vector and Artifact.
+//
+// The OCM Go modules cannot be used here, so the package implements the parts of the format it needs on
+// oras-go: component references (ParseRef, as OCM's compref), the OCI mapping of component versions (tag =
+// version with '+' → ".build-", a manifest or an index whose first manifest is the descriptor's, the config's
+// componentDescriptorLayer, JSON/YAML/tar descriptor encodings including Gardener's legacy ones), local blobs
+// (digest-verified) and CTF directories. Subpackage spec holds the document and media type definitions shared
+// with the fixture writer in subpackage ocmtest.
+//
+// On top sit Konfidence's conventions: a vector's componentReferences are its artifacts, resolved in the
+// vector's repository; an artifact carries exactly one cloud.konfidence.artifact.manifest local blob
+// ({type, allowReuse}), any number of cloud.konfidence.artifact.task.manifest blobs, and other resources whose
+// access is forwarded verbatim to the deployer.
+//
+// Consumers depend on the one-method Resolver interface; Client implements it. A Client caches resolved
+// versions (they are immutable), so a steady-state resync costs no registry request. Every error is an *Error
+// whose Reason is fit for a Kubernetes condition; IsPermanent tells a reconciler whether to retry.
+//
+// Reference facts and sources: ../shared/reference/ocm-format.md in the project workspace.
+package ocm

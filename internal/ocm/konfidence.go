@@ -1,0 +1,215 @@
+package ocm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/spec"
+)
+
+// Resource types by which Konfidence marks an artifact's deployment metadata.
+const (
+	ResourceTypeArtifactManifest = "cloud.konfidence.artifact.manifest"
+	ResourceTypeTaskManifest     = "cloud.konfidence.artifact.task.manifest"
+)
+
+// Resolver resolves a vector reference to the vector and its artifacts. Client implements it; consumers hold
+// this interface so they can be tested against a CTF directory or an in-process registry.
+type Resolver interface {
+	ResolveVector(ctx context.Context, ref string) (*Vector, error)
+}
+
+var _ Resolver = (*Client)(nil)
+
+// Vector is a resolved vector: a component version whose component references are the artifacts to deploy.
+// Values returned by a Client may be shared with its cache and must not be modified.
+type Vector struct {
+	Component string
+	Version   string
+	// Digest is the vector's manifest (or index) digest.
+	Digest string
+	// Artifacts are in the order of the vector's componentReferences.
+	Artifacts []*Artifact
+}
+
+// Artifact is a resolved artifact component version.
+type Artifact struct {
+	Component string
+	Version   string
+	// Digest is the artifact's manifest (or index) digest.
+	Digest string
+	// Type is the deployer type from the artifact manifest, e.g. cloud.konfidence.flux.helm.
+	Type string
+	// AllowReuse says whether VectorDeployments may share one ArtifactDeployment of this artifact.
+	AllowReuse bool
+	Tasks      []Task
+	// Resources are every resource except the manifests, for the deployer to interpret.
+	Resources []Resource
+}
+
+// Task is a cloud.konfidence.artifact.task.manifest local blob.
+type Task struct {
+	Name      string          `json:"name"`
+	Type      string          `json:"type"`
+	DependsOn []string        `json:"dependsOn,omitempty"`
+	Spec      json.RawMessage `json:"spec,omitempty"`
+}
+
+// Resource is a resource forwarded to the deployer.
+type Resource struct {
+	Name string
+	Type string
+	// Access is the resource's access specification in canonical JSON (sorted keys, no insignificant
+	// whitespace), as OCM's runtime.Raw keeps it, so equal accesses compare equal whatever the descriptor's
+	// encoding.
+	Access json.RawMessage
+}
+
+// artifactManifest is the cloud.konfidence.artifact.manifest local blob.
+type artifactManifest struct {
+	Type       string `json:"type"`
+	AllowReuse bool   `json:"allowReuse"`
+}
+
+// ResolveVector resolves a vector reference and its artifacts, each looked up in the vector's repository
+// (Konfidence copies artifacts there before publishing a vector). Versions are immutable, so results are
+// cached; aliases such as "latest" are re-read every time.
+func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error) {
+	r, err := ParseRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	key := cacheKey(r)
+	if v, ok := c.vectors.get(key); ok {
+		return v, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	cv, err := c.readComponentVersion(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	refs := cv.descriptor.Component.References
+	v := &Vector{
+		Component: cv.descriptor.Component.Name,
+		Version:   cv.descriptor.Component.Version,
+		Digest:    cv.digest,
+		Artifacts: make([]*Artifact, len(refs)),
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(c.opts.Concurrency)
+	for i, cref := range refs {
+		g.Go(func() (err error) {
+			v.Artifacts[i], err = c.resolveArtifact(gctx, r.sibling(cref.ComponentName, cref.Version))
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if isVersion(r.Version) {
+		c.vectors.add(key, v)
+	}
+	return v, nil
+}
+
+func (c *Client) resolveArtifact(ctx context.Context, r Ref) (*Artifact, error) {
+	key := cacheKey(r)
+	if a, ok := c.artifacts.get(key); ok {
+		return a, nil
+	}
+	cv, err := c.readComponentVersion(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	a := &Artifact{Component: cv.descriptor.Component.Name, Version: cv.descriptor.Component.Version, Digest: cv.digest}
+	manifests := 0
+	for _, res := range cv.descriptor.Component.Resources {
+		switch res.Type {
+		case ResourceTypeArtifactManifest:
+			if manifests++; manifests > 1 {
+				return nil, newError(ReasonManifestDuplicated, r.String(), "more than one resource of type %s", ResourceTypeArtifactManifest)
+			}
+			var m artifactManifest
+			if err := c.decodeManifest(ctx, cv, res, &m); err != nil {
+				return nil, err
+			}
+			if m.Type == "" {
+				return nil, newError(ReasonManifestInvalid, r.String(), "resource %s: manifest has no type", res.Name)
+			}
+			a.Type, a.AllowReuse = m.Type, m.AllowReuse
+		case ResourceTypeTaskManifest:
+			var t Task
+			if err := c.decodeManifest(ctx, cv, res, &t); err != nil {
+				return nil, err
+			}
+			if t.Name == "" || t.Type == "" {
+				return nil, newError(ReasonManifestInvalid, r.String(), "resource %s: task manifest needs a name and a type", res.Name)
+			}
+			a.Tasks = append(a.Tasks, t)
+		default:
+			access, err := canonicalJSON(res.Access)
+			if err != nil {
+				return nil, newError(ReasonDescriptorInvalid, r.String(), "resource %s: %v", res.Name, err)
+			}
+			a.Resources = append(a.Resources, Resource{Name: res.Name, Type: res.Type, Access: access})
+		}
+	}
+	if manifests == 0 {
+		return nil, newError(ReasonManifestMissing, r.String(), "no resource of type %s", ResourceTypeArtifactManifest)
+	}
+	if isVersion(r.Version) {
+		c.artifacts.add(key, a)
+	}
+	return a, nil
+}
+
+func (c *Client) decodeManifest(ctx context.Context, cv *componentVersion, res spec.Resource, into any) error {
+	data, err := c.localBlob(ctx, cv, res)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, into); err != nil {
+		return newError(ReasonManifestInvalid, cv.ref.String(), "resource %s: %v", res.Name, err)
+	}
+	return nil
+}
+
+// canonicalJSON re-encodes an access: decoding into generic values and encoding again sorts keys and drops
+// whitespace, which for the strings, booleans and small integers of access specifications is RFC 8785.
+func canonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil || v == nil {
+		return nil, fmt.Errorf("access is missing or not JSON")
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// cacheKey identifies a component version across spellings of its repository: the scheme matters only as
+// plain HTTP versus TLS, and a CTF by its absolute path.
+func cacheKey(r Ref) string {
+	repo := r.Host() + "/" + r.SubPath
+	switch {
+	case r.IsCTF():
+		dir := strings.TrimPrefix(r.FilePath, "file://")
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+		repo = "ctf:" + dir
+	case r.PlainHTTP():
+		repo = "http://" + repo
+	}
+	return strings.Join([]string{repo, r.Component, r.Version, r.Digest}, "\x00")
+}

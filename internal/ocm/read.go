@@ -1,0 +1,154 @@
+package ocm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/spec"
+)
+
+// componentVersion is a component version as read from its repository.
+type componentVersion struct {
+	ref        Ref
+	store      store
+	digest     string // of the tagged manifest or index
+	descriptor *spec.Descriptor
+	// blobs are the candidates for a localReference: the index's manifests and the manifest's layers.
+	blobs []ocispec.Descriptor
+}
+
+// readComponentVersion implements OCM's read algorithm: resolve the tag to a manifest or index, find the
+// descriptor layer through the config, and decode it by its media type.
+func (c *Client) readComponentVersion(ctx context.Context, r Ref) (*componentVersion, error) {
+	if r.Version == "" {
+		return nil, newError(ReasonReferenceInvalid, r.String(), "no version")
+	}
+	s, err := c.store(r)
+	if err != nil {
+		return nil, err
+	}
+	desc, rc, err := s.FetchReference(ctx, spec.VersionTag(r.Version))
+	if err != nil {
+		return nil, classify(r.String(), err)
+	}
+	data, err := c.readVerified(r.String(), rc, desc)
+	if err != nil {
+		return nil, err
+	}
+	cv := &componentVersion{ref: r, store: s, digest: desc.Digest.String()}
+	if desc.MediaType == ocispec.MediaTypeImageIndex {
+		var index ocispec.Index
+		if err := json.Unmarshal(data, &index); err != nil {
+			return nil, newError(ReasonDescriptorInvalid, r.String(), "decoding index: %v", err)
+		}
+		if len(index.Manifests) == 0 || index.Manifests[0].MediaType != ocispec.MediaTypeImageManifest {
+			return nil, newError(ReasonUnsupportedMediaType, r.String(), "index does not start with an OCI image manifest")
+		}
+		cv.blobs = index.Manifests
+		if data, err = c.fetch(ctx, cv, index.Manifests[0]); err != nil {
+			return nil, err
+		}
+	} else if desc.MediaType != ocispec.MediaTypeImageManifest {
+		return nil, newError(ReasonUnsupportedMediaType, r.String(), "manifest media type %q", desc.MediaType)
+	}
+	var manifest ocispec.Manifest
+	if err := json.Unmarshal(data, &manifest); err != nil {
+		return nil, newError(ReasonDescriptorInvalid, r.String(), "decoding manifest: %v", err)
+	}
+	cv.blobs = append(cv.blobs, manifest.Layers...)
+
+	layer, err := c.descriptorLayer(ctx, cv, manifest)
+	if err != nil {
+		return nil, err
+	}
+	if data, err = c.fetch(ctx, cv, layer); err != nil {
+		return nil, err
+	}
+	d, err := spec.Decode(layer.MediaType, data)
+	switch {
+	case errors.Is(err, spec.ErrUnsupportedMediaType):
+		return nil, &Error{Reason: ReasonUnsupportedMediaType, Ref: r.String(), Err: err}
+	case err != nil:
+		return nil, &Error{Reason: ReasonDescriptorInvalid, Ref: r.String(), Err: err}
+	case d.Component.Name != r.Component:
+		return nil, newError(ReasonDescriptorInvalid, r.String(), "descriptor is for component %q", d.Component.Name)
+	}
+	cv.descriptor = d
+	return cv, nil
+}
+
+// descriptorLayer reads the config's componentDescriptorLayer; its media type, not the layer entry's, says how
+// to decode. Configs without it fall back to the first layer, where every writer puts the descriptor.
+func (c *Client) descriptorLayer(ctx context.Context, cv *componentVersion, m ocispec.Manifest) (ocispec.Descriptor, error) {
+	data, err := c.fetch(ctx, cv, m.Config)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	var cfg spec.ComponentConfig
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return ocispec.Descriptor{}, newError(ReasonDescriptorInvalid, cv.ref.String(), "decoding config: %v", err)
+	}
+	switch {
+	case cfg.ComponentDescriptorLayer != nil:
+		return *cfg.ComponentDescriptorLayer, nil
+	case len(m.Layers) > 0:
+		return m.Layers[0], nil
+	}
+	return ocispec.Descriptor{}, newError(ReasonDescriptorInvalid, cv.ref.String(), "manifest has no descriptor layer")
+}
+
+// localBlob reads a resource stored in the component version itself.
+func (c *Client) localBlob(ctx context.Context, cv *componentVersion, res spec.Resource) ([]byte, error) {
+	var access spec.LocalBlobAccess
+	if err := json.Unmarshal(res.Access, &access); err != nil || !spec.IsLocalBlobType(access.Type) {
+		return nil, newError(ReasonDescriptorInvalid, cv.ref.String(), "resource %s: access is not a local blob", res.Name)
+	}
+	for _, b := range cv.blobs {
+		if b.Digest.String() == access.LocalReference {
+			return c.fetch(ctx, cv, b)
+		}
+	}
+	return nil, newError(ReasonNotFound, cv.ref.String(), "resource %s: local blob %s is not part of the component version", res.Name, access.LocalReference)
+}
+
+func (c *Client) fetch(ctx context.Context, cv *componentVersion, desc ocispec.Descriptor) ([]byte, error) {
+	ref := fmt.Sprintf("%s (blob %s)", cv.ref, desc.Digest)
+	// Refusing by the advertised size first spares the download; readVerified still enforces the cap.
+	if desc.Size > c.opts.MaxBlobSize {
+		return nil, newError(ReasonBlobTooLarge, ref, "%d bytes exceed the limit of %d", desc.Size, c.opts.MaxBlobSize)
+	}
+	rc, err := cv.store.Fetch(ctx, desc)
+	if err != nil {
+		return nil, classify(ref, err)
+	}
+	return c.readVerified(ref, rc, desc)
+}
+
+// readVerified reads at most MaxBlobSize bytes and checks them against the descriptor: registries and CTFs are
+// content-addressed, so bytes that do not hash to their digest are corrupt or tampered with.
+func (c *Client) readVerified(ref string, rc io.ReadCloser, desc ocispec.Descriptor) ([]byte, error) {
+	defer rc.Close()
+	var buf bytes.Buffer
+	n, err := io.Copy(&buf, io.LimitReader(rc, c.opts.MaxBlobSize+1))
+	switch {
+	case err != nil:
+		return nil, classify(ref, err)
+	case n > c.opts.MaxBlobSize:
+		return nil, newError(ReasonBlobTooLarge, ref, "more than %d bytes", c.opts.MaxBlobSize)
+	case desc.Size >= 0 && n != desc.Size:
+		return nil, newError(ReasonDigestMismatch, ref, "got %d bytes, want %d", n, desc.Size)
+	}
+	if err := desc.Digest.Validate(); err != nil {
+		return nil, newError(ReasonDigestMismatch, ref, "invalid digest: %v", err)
+	}
+	if got := desc.Digest.Algorithm().FromBytes(buf.Bytes()); got != desc.Digest {
+		return nil, newError(ReasonDigestMismatch, ref, "content hashes to %s", got)
+	}
+	return buf.Bytes(), nil
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote/auth"
@@ -136,7 +137,9 @@ func classify(ref string, err error) error {
 			reason = ReasonNotFound
 		}
 	case errors.As(err, &unknownAuth), errors.As(err, &hostname), errors.As(err, &invalid),
-		errors.As(err, &verify), errors.As(err, &record):
+		errors.As(err, &verify), errors.As(err, &record),
+		// net/http turns the RecordHeaderError of a plain-HTTP server into this untyped error.
+		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		reason = ReasonTLS
 	}
 	return &Error{Reason: reason, Ref: ref, Err: err}

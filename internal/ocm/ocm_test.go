@@ -1,0 +1,427 @@
+package ocm_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/registry/remote"
+
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/spec"
+)
+
+const (
+	vectorName = "acme.org/vectors/shop"
+	subPath    = "konfidence/vectors"
+)
+
+// backend publishes component versions and names them by reference; the same tests run against a registry
+// and a CTF directory.
+type backend struct {
+	name    string
+	publish func(t *testing.T, cvs ...ocmtest.ComponentVersion)
+	ref     func(component, version string) string
+}
+
+func backends(t *testing.T) []backend {
+	reg := ocmtest.NewRegistry(t)
+	dir := t.TempDir()
+	return []backend{
+		{
+			name:    "registry",
+			publish: func(t *testing.T, cvs ...ocmtest.ComponentVersion) { reg.Push(t, subPath, cvs...) },
+			ref:     func(c, v string) string { return reg.Ref(subPath, c, v) },
+		},
+		{
+			name:    "ctf",
+			publish: func(t *testing.T, cvs ...ocmtest.ComponentVersion) { ocmtest.WriteCTF(t, dir, cvs...) },
+			ref:     func(c, v string) string { return "ctf::" + dir + "//" + c + ":" + v },
+		},
+	}
+}
+
+func TestResolveVectorRoundTrip(t *testing.T) {
+	frontend := ocmtest.Artifact("acme.org/artifacts/frontend", "1.2.3", "cloud.konfidence.flux.helm", true)
+	frontend.Resources = append(frontend.Resources,
+		ocmtest.TaskResource(ocm.Task{Name: "migrate-db", Type: "k8s-job", Spec: json.RawMessage(`{"image":"migrate:1.0"}`)}),
+		ocmtest.TaskResource(ocm.Task{Name: "seed-data", Type: "k8s-job", DependsOn: []string{"migrate-db"}, Spec: json.RawMessage(`{"image":"seed:1.0"}`)}))
+	legacy := ocmtest.Artifact("acme.org/artifacts/legacy", "0.9.0", "cloud.konfidence.flux.kustomize", false)
+	legacy.DescriptorMediaType = spec.MediaTypeDescriptorYAMLTar
+	gardener := ocmtest.Artifact("acme.org/artifacts/gardener", "v2.0", "cloud.konfidence.flux.kustomize", false)
+	gardener.DescriptorMediaType = spec.MediaTypeLegacyDescriptorJSON
+	yamlDesc := ocmtest.Artifact("acme.org/artifacts/yaml", "3.0.0", "cloud.konfidence.flux.helm", true)
+	yamlDesc.DescriptorMediaType = spec.MediaTypeDescriptorYAML
+	indexed := ocmtest.Artifact("acme.org/artifacts/indexed", "4.0.0", "cloud.konfidence.flux.helm", true)
+	indexed.Index = true
+	build := ocmtest.Artifact("acme.org/artifacts/build", "1.0.0+ci.42", "cloud.konfidence.flux.helm", false)
+	artifacts := []ocmtest.ComponentVersion{frontend, legacy, gardener, yamlDesc, indexed, build}
+	vector := ocmtest.Vector(vectorName, "2024.6.10-153045123Z", artifacts...)
+	vector.Index = true
+
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			b.publish(t, append(artifacts, vector)...)
+			v, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), b.ref(vector.Name, vector.Version))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Component != vectorName || v.Version != vector.Version || !strings.HasPrefix(v.Digest, "sha256:") {
+				t.Errorf("vector = %s:%s@%s", v.Component, v.Version, v.Digest)
+			}
+			if len(v.Artifacts) != len(artifacts) {
+				t.Fatalf("%d artifacts, want %d", len(v.Artifacts), len(artifacts))
+			}
+			wantAccess := `{"imageReference":"ghcr.io/stefanprodan/charts/podinfo:6.9.1","type":"ociArtifact"}`
+			for i, a := range v.Artifacts {
+				want := artifacts[i]
+				var m struct {
+					Type       string `json:"type"`
+					AllowReuse bool   `json:"allowReuse"`
+				}
+				if err := json.Unmarshal(want.Resources[0].Blob, &m); err != nil {
+					t.Fatal(err)
+				}
+				if a.Component != want.Name || a.Version != want.Version || a.Type != m.Type || a.AllowReuse != m.AllowReuse {
+					t.Errorf("artifact %d = %+v, want %s:%s %+v", i, a, want.Name, want.Version, m)
+				}
+				if len(a.Resources) != 1 || a.Resources[0].Name != "chart" || a.Resources[0].Type != "helmChart" || string(a.Resources[0].Access) != wantAccess {
+					t.Errorf("artifact %d resources = %+v, want the chart with access %s", i, a.Resources, wantAccess)
+				}
+			}
+			tasks := v.Artifacts[0].Tasks
+			if len(tasks) != 2 || tasks[1].Name != "seed-data" || tasks[1].DependsOn[0] != "migrate-db" || string(tasks[1].Spec) != `{"image":"seed:1.0"}` {
+				t.Errorf("tasks = %+v", tasks)
+			}
+			if len(v.Artifacts[1].Tasks) != 0 {
+				t.Errorf("artifact without task manifests has tasks %+v", v.Artifacts[1].Tasks)
+			}
+		})
+	}
+}
+
+func TestResolveVectorManyArtifactsKeepsOrder(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	var artifacts []ocmtest.ComponentVersion
+	for i := range 40 {
+		// Names sort differently from the reference order, so an order bug cannot hide.
+		artifacts = append(artifacts, ocmtest.Artifact(fmt.Sprintf("acme.org/artifacts/a%02d", 39-i), "1.0.0", "cloud.konfidence.flux.helm", i%2 == 0))
+	}
+	reg.Push(t, "", artifacts...)
+	reg.Push(t, "", ocmtest.Vector(vectorName, "1.0.0", artifacts...))
+	v, err := ocm.NewClient(ocm.Options{Concurrency: 8}).ResolveVector(context.Background(), reg.Ref("", vectorName, "1.0.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range v.Artifacts {
+		if a.Component != artifacts[i].Name || a.AllowReuse != (i%2 == 0) {
+			t.Fatalf("artifact %d = %s (reuse %v), want %s", i, a.Component, a.AllowReuse, artifacts[i].Name)
+		}
+	}
+}
+
+func TestResolveVectorNullArrays(t *testing.T) {
+	// Konfidence writes "resources": null and friends; a vector without references resolves to no artifacts.
+	dir := t.TempDir()
+	ocmtest.WriteCTF(t, dir, ocmtest.ComponentVersion{Name: vectorName, Version: "1.0.0"})
+	data, err := os.ReadFile(filepath.Join(dir, spec.CTFIndexFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), dir+"//"+vectorName+":1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Artifacts) != 0 {
+		t.Errorf("artifacts = %v, want none", v.Artifacts)
+	}
+	if !strings.Contains(string(data), `"component-descriptors/`+vectorName+`"`) {
+		t.Errorf("CTF index %s does not name the repository as OCM does", data)
+	}
+	descriptors, _ := filepath.Glob(filepath.Join(dir, spec.CTFBlobsDir, "*"))
+	found := false
+	for _, f := range descriptors {
+		b, _ := os.ReadFile(f)
+		found = found || strings.Contains(string(b), `"resources":null`)
+	}
+	if !found {
+		t.Error("no descriptor with null resources was written, so the test proves nothing")
+	}
+}
+
+func TestResolveVectorErrors(t *testing.T) {
+	good := ocmtest.Artifact("acme.org/artifacts/good", "1.0.0", "cloud.konfidence.flux.helm", true)
+	missing := ocmtest.Artifact("acme.org/artifacts/missing", "1.0.0", "x", true)
+	missing.Resources = missing.Resources[1:]
+	duplicated := ocmtest.Artifact("acme.org/artifacts/duplicated", "1.0.0", "x", true)
+	duplicated.Resources = append(duplicated.Resources, ocmtest.Resource{Name: "second-manifest", Type: ocm.ResourceTypeArtifactManifest, Blob: []byte(`{"type":"y"}`)})
+	invalid := ocmtest.Artifact("acme.org/artifacts/invalid", "1.0.0", "x", true)
+	invalid.Resources[0].Blob = []byte(`{"type": "x", "allowReuse": "yes"}`)
+	untyped := ocmtest.Artifact("acme.org/artifacts/untyped", "1.0.0", "", true)
+	badTask := ocmtest.Artifact("acme.org/artifacts/badtask", "1.0.0", "x", true)
+	badTask.Resources = append(badTask.Resources, ocmtest.Resource{Name: "t", Type: ocm.ResourceTypeTaskManifest, Blob: []byte(`{"name":"t"}`)})
+	tampered := ocmtest.Artifact("acme.org/artifacts/tampered", "1.0.0", "cloud.konfidence.flux.helm", true)
+	tampered.Resources[0].Blob = []byte(`{"type":"cloud.konfidence.flux.helm","allowReuse":true,"note":"tampered"}`)
+	huge := ocmtest.Artifact("acme.org/artifacts/huge", "1.0.0", "cloud.konfidence.flux.helm", true)
+	huge.Resources[0].Blob = []byte(`{"type":"x","padding":"` + strings.Repeat("x", 64<<10) + `"}`)
+
+	reg := ocmtest.NewRegistry(t)
+	dir := t.TempDir()
+	all := []ocmtest.ComponentVersion{good, missing, duplicated, invalid, untyped, badTask, tampered, huge}
+	reg.Push(t, "", all...)
+	ocmtest.WriteCTF(t, dir, all...)
+	reg.Tamper(digest.FromBytes(tampered.Resources[0].Blob).String())
+	tamperedCTF := filepath.Join(dir, spec.CTFBlobsDir, spec.CTFBlobName(digest.FromBytes(tampered.Resources[0].Blob).String()))
+	if err := os.WriteFile(tamperedCTF, []byte(`{"type":"cloud.konfidence.flux.helm","allowReuse":true,"note":"TAMPERED"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		artifact  ocmtest.ComponentVersion
+		want      *ocm.Error
+		permanent bool
+	}{
+		{missing, ocm.ErrManifestMissing, true},
+		{duplicated, ocm.ErrManifestDuplicated, true},
+		{invalid, ocm.ErrManifestInvalid, true},
+		{untyped, ocm.ErrManifestInvalid, true},
+		{badTask, ocm.ErrManifestInvalid, true},
+		{tampered, ocm.ErrDigestMismatch, false},
+		{huge, ocm.ErrBlobTooLarge, false},
+		{ocmtest.Artifact("acme.org/artifacts/absent", "1.0.0", "x", true), ocm.ErrNotFound, false},
+	}
+	for _, tt := range tests {
+		vector := ocmtest.Vector(vectorName, "1.0.0-"+strings.TrimPrefix(tt.artifact.Name, "acme.org/artifacts/"), good, tt.artifact)
+		reg.Push(t, "", vector)
+		ocmtest.WriteCTF(t, dir, vector)
+		for name, ref := range map[string]string{
+			"registry": reg.Ref("", vector.Name, vector.Version),
+			"ctf":      dir + "//" + vector.Name + ":" + vector.Version,
+		} {
+			t.Run(tt.artifact.Name+"/"+name, func(t *testing.T) {
+				_, err := ocm.NewClient(ocm.Options{MaxBlobSize: 32 << 10}).ResolveVector(context.Background(), ref)
+				assertError(t, err, tt.want, tt.permanent)
+				if !strings.Contains(err.Error(), tt.artifact.Name) {
+					t.Errorf("error %q does not name the failing artifact", err)
+				}
+			})
+		}
+	}
+}
+
+func assertError(t *testing.T, err error, want *ocm.Error, permanent bool) {
+	t.Helper()
+	var e *ocm.Error
+	switch {
+	case !errors.Is(err, want):
+		t.Fatalf("error = %v, want reason %s", err, want.Reason)
+	case !errors.As(err, &e) || e.Reason != want.Reason || ocm.ReasonOf(err) != want.Reason:
+		t.Fatalf("errors.As(%v) did not yield reason %s", err, want.Reason)
+	case !strings.HasPrefix(err.Error(), string(want.Reason)+": "):
+		t.Errorf("error %q does not start with its reason", err)
+	case ocm.IsPermanent(err) != permanent:
+		t.Errorf("IsPermanent(%v) = %v, want %v", err, !permanent, permanent)
+	}
+}
+
+func TestResolveVectorNotFoundAndInvalid(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	c := ocm.NewClient(ocm.Options{})
+	_, err := c.ResolveVector(context.Background(), reg.Ref("", vectorName, "9.9.9"))
+	assertError(t, err, ocm.ErrNotFound, false)
+	_, err = c.ResolveVector(context.Background(), "ctf::"+t.TempDir()+"//"+vectorName+":9.9.9")
+	assertError(t, err, ocm.ErrNotFound, false)
+	_, err = c.ResolveVector(context.Background(), reg.Ref("", vectorName, "")+"x/y")
+	assertError(t, err, ocm.ErrReferenceInvalid, true)
+	_, err = c.ResolveVector(context.Background(), strings.TrimSuffix(reg.Ref("", vectorName, "x"), ":x"))
+	assertError(t, err, ocm.ErrReferenceInvalid, true)
+	_, err = c.ResolveVector(context.Background(), "ctf::/tmp/x.tgz//"+vectorName+":1.0.0")
+	assertError(t, err, ocm.ErrReferenceInvalid, true)
+}
+
+func TestResolveVectorUnsupportedManifestMediaType(t *testing.T) {
+	// Docker manifests are not OCM component versions, even when tagged where one is expected.
+	reg := ocmtest.NewRegistry(t)
+	target, err := reg.Repository("")(vectorName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := target.(*remote.Repository)
+	config := []byte(`{}`)
+	configDesc := content.NewDescriptorFromBytes("application/vnd.docker.container.image.v1+json", config)
+	manifest, _ := json.Marshal(map[string]any{
+		"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+		"config": configDesc, "layers": []any{},
+	})
+	ctx := context.Background()
+	if err := repo.Push(ctx, configDesc, strings.NewReader(string(config))); err != nil {
+		t.Fatal(err)
+	}
+	desc := content.NewDescriptorFromBytes("application/vnd.docker.distribution.manifest.v2+json", manifest)
+	if err := repo.PushReference(ctx, desc, strings.NewReader(string(manifest)), "1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ocm.NewClient(ocm.Options{}).ResolveVector(ctx, reg.Ref("", vectorName, "1.0.0"))
+	assertError(t, err, ocm.ErrUnsupportedMediaType, true)
+}
+
+func TestResolveVectorBasicAuth(t *testing.T) {
+	reg := ocmtest.NewRegistry(t, ocmtest.WithBasicAuth("robot", "s3cr3t-pw"))
+	a := ocmtest.Artifact("acme.org/artifacts/a", "1.0.0", "cloud.konfidence.flux.helm", true)
+	reg.Push(t, subPath, a, ocmtest.Vector(vectorName, "1.0.0", a))
+	ref := reg.Ref(subPath, vectorName, "1.0.0")
+	ctx := context.Background()
+
+	_, err := ocm.NewClient(ocm.Options{}).ResolveVector(ctx, ref)
+	assertError(t, err, ocm.ErrUnauthorized, false)
+
+	wrong := ocm.Credentials{}
+	if err := wrong.AddDockerConfigJSON([]byte(`{"auths":{"` + reg.Host + `":{"username":"robot","password":"wrong-pw"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ocm.NewClient(ocm.Options{Credentials: wrong}).ResolveVector(ctx, ref)
+	assertError(t, err, ocm.ErrUnauthorized, false)
+	if strings.Contains(err.Error(), "wrong-pw") {
+		t.Errorf("error %q leaks the password", err)
+	}
+
+	creds, err := ocm.CredentialsFromSecrets(corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pull"},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: reg.DockerConfigJSON()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := ocm.NewClient(ocm.Options{Credentials: creds}).ResolveVector(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Artifacts) != 1 || v.Artifacts[0].Component != a.Name {
+		t.Errorf("artifacts = %+v", v.Artifacts)
+	}
+}
+
+func TestResolveVectorTLS(t *testing.T) {
+	reg := ocmtest.NewRegistry(t, ocmtest.WithTLS())
+	a := ocmtest.Artifact("acme.org/artifacts/a", "1.0.0", "cloud.konfidence.flux.helm", true)
+	reg.Push(t, "", a, ocmtest.Vector(vectorName, "1.0.0", a))
+	ref := reg.Ref("", vectorName, "1.0.0")
+	if strings.HasPrefix(ref, "http") {
+		t.Fatalf("TLS registry reference %q should carry no scheme", ref)
+	}
+	ctx := context.Background()
+
+	_, err := ocm.NewClient(ocm.Options{}).ResolveVector(ctx, ref)
+	assertError(t, err, ocm.ErrTLS, false)
+
+	v, err := ocm.NewClient(ocm.Options{RootCAs: reg.CertPool()}).ResolveVector(ctx, "oci://"+ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Artifacts) != 1 {
+		t.Errorf("artifacts = %+v", v.Artifacts)
+	}
+
+	// A plain-HTTP registry addressed without http:// is spoken to with TLS, which fails.
+	plain := ocmtest.NewRegistry(t)
+	_, err = ocm.NewClient(ocm.Options{}).ResolveVector(ctx, "https://"+plain.Host+"//"+vectorName+":1.0.0")
+	assertError(t, err, ocm.ErrTLS, false)
+}
+
+func TestResolveVectorCache(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	var artifacts []ocmtest.ComponentVersion
+	for i := range 5 {
+		artifacts = append(artifacts, ocmtest.Artifact(fmt.Sprintf("acme.org/artifacts/a%d", i), "1.0.0", "cloud.konfidence.flux.helm", true))
+	}
+	reg.Push(t, "", artifacts...)
+	reg.Push(t, "", ocmtest.Vector(vectorName, "1.0.0", artifacts...), ocmtest.Vector(vectorName, "1.1.0", artifacts...))
+	c := ocm.NewClient(ocm.Options{})
+	ctx := context.Background()
+
+	resolve := func(version string) int64 {
+		t.Helper()
+		before := reg.Requests()
+		if _, err := c.ResolveVector(ctx, reg.Ref("", vectorName, version)); err != nil {
+			t.Fatal(err)
+		}
+		return reg.Requests() - before
+	}
+	if n := resolve("1.0.0"); n == 0 {
+		t.Fatal("cold resolve made no requests")
+	}
+	if n := resolve("1.0.0"); n != 0 {
+		t.Errorf("steady-state resync made %d registry requests, want 0", n)
+	}
+	// Only the vector is read: its artifacts are cached. manifest + config + descriptor = 3 requests.
+	if n := resolve("1.1.0"); n != 3 {
+		t.Errorf("new vector over cached artifacts made %d requests, want 3", n)
+	}
+
+	// Aliases move, so they are re-read every time.
+	aliased := ocmtest.Vector(vectorName, "latest", artifacts...)
+	reg.Push(t, "", aliased)
+	resolve("latest")
+	if n := resolve("latest"); n != 3 {
+		t.Errorf("alias resolve made %d requests, want 3 (vector re-read, artifacts cached)", n)
+	}
+
+	disabled := ocm.NewClient(ocm.Options{CacheSize: -1})
+	for range 2 {
+		before := reg.Requests()
+		if _, err := disabled.ResolveVector(ctx, reg.Ref("", vectorName, "1.0.0")); err != nil {
+			t.Fatal(err)
+		}
+		if reg.Requests() == before {
+			t.Error("a client with caching disabled served from cache")
+		}
+	}
+}
+
+func TestCredentialsFromSecrets(t *testing.T) {
+	secret := func(data string) corev1.Secret {
+		return corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"},
+			Type:       corev1.SecretTypeDockerConfigJson,
+			Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(data)},
+		}
+	}
+	creds, err := ocm.CredentialsFromSecrets(
+		secret(`{"auths":{"https://index.docker.io/v1/":{"auth":"dXNlcjpwYXNz"},"ghcr.io":{"username":"u","password":"p"}}}`),
+		secret(`{"auths":{"localhost:5000":{"identitytoken":"tok"}}}`),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := creds["index.docker.io"]; c.Username != "user" || c.Password != "pass" {
+		t.Errorf("index.docker.io = %+v", c)
+	}
+	if c := creds["ghcr.io"]; c.Username != "u" || c.Password != "p" {
+		t.Errorf("ghcr.io = %+v", c)
+	}
+	if c := creds["localhost:5000"]; c.RefreshToken != "tok" {
+		t.Errorf("localhost:5000 = %+v", c)
+	}
+	for _, bad := range []string{`{"auths":{"h":{"auth":"not base64 s3cr3t"}}}`, `{"auths": s3cr3t`} {
+		_, err := ocm.CredentialsFromSecrets(secret(bad))
+		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("CredentialsFromSecrets(%s) error = %v, want an error that does not quote the secret", bad, err)
+		}
+	}
+	opaque := secret(`{}`)
+	opaque.Type = corev1.SecretTypeOpaque
+	if _, err := ocm.CredentialsFromSecrets(opaque); err == nil {
+		t.Error("an Opaque secret was accepted")
+	}
+}

@@ -1,0 +1,175 @@
+package ocmtest
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+	"oras.land/oras-go/v2/registry/remote/auth"
+)
+
+// Registry is an in-process OCI registry (go-containerregistry's, speaking the distribution API) that counts
+// requests and can require basic auth, serve TLS and tamper with blobs.
+type Registry struct {
+	// Host is 127.0.0.1:<port>.
+	Host      string
+	server    *httptest.Server
+	plainHTTP bool
+	username  string
+	password  string
+	requests  atomic.Int64
+	mu        sync.Mutex
+	tampered  map[string]bool // blob digests whose content is served corrupted
+}
+
+// RegistryOption configures NewRegistry.
+type RegistryOption func(*Registry)
+
+// WithBasicAuth requires these credentials on every request.
+func WithBasicAuth(username, password string) RegistryOption {
+	return func(r *Registry) { r.username, r.password = username, password }
+}
+
+// WithTLS serves HTTPS with httptest's certificate, trusted by CertPool.
+func WithTLS() RegistryOption {
+	return func(r *Registry) { r.plainHTTP = false }
+}
+
+// NewRegistry starts a registry that stops with the test.
+func NewRegistry(t testing.TB, opts ...RegistryOption) *Registry {
+	r := &Registry{plainHTTP: true, tampered: map[string]bool{}}
+	for _, o := range opts {
+		o(r)
+	}
+	h := r.handler(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	r.server = httptest.NewUnstartedServer(h)
+	r.server.Config.ErrorLog = log.New(io.Discard, "", 0) // rejected handshakes are what TLS tests provoke
+	if r.plainHTTP {
+		r.server.Start()
+	} else {
+		r.server.StartTLS()
+	}
+	t.Cleanup(r.server.Close)
+	r.Host = strings.TrimPrefix(strings.TrimPrefix(r.server.URL, "http://"), "https://")
+	return r
+}
+
+func (r *Registry) handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.requests.Add(1)
+		if r.username != "" {
+			if user, pass, ok := req.BasicAuth(); !ok || user != r.username || pass != r.password {
+				w.Header().Set("WWW-Authenticate", `Basic realm="ocmtest"`)
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+		}
+		if req.Method == http.MethodGet && r.isTampered(req.URL.Path) {
+			w = &corruptingWriter{ResponseWriter: w}
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+func (r *Registry) isTampered(path string) bool {
+	_, dig, ok := strings.Cut(path, "/blobs/")
+	if !ok {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tampered[dig]
+}
+
+// corruptingWriter flips the first byte of the body: same length and headers, different content, as a
+// compromised registry or mirror would serve it.
+type corruptingWriter struct {
+	http.ResponseWriter
+	written bool
+}
+
+func (w *corruptingWriter) Write(p []byte) (int, error) {
+	if !w.written && len(p) > 0 {
+		w.written = true
+		p = append([]byte{p[0] ^ 0xff}, p[1:]...)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Tamper makes the registry serve the blob with this digest corrupted.
+func (r *Registry) Tamper(digest string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tampered[digest] = true
+}
+
+// Requests is the number of HTTP requests served so far, including rejected ones.
+func (r *Registry) Requests() int64 { return r.requests.Load() }
+
+// CertPool trusts the registry's TLS certificate.
+func (r *Registry) CertPool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	if r.server.Certificate() != nil {
+		pool.AddCert(r.server.Certificate())
+	}
+	return pool
+}
+
+// Ref is the component reference of a component version stored below subPath; http:// only for plain HTTP.
+func (r *Registry) Ref(subPath, component, version string) string {
+	base := r.Host
+	if r.plainHTTP {
+		base = "http://" + base
+	}
+	if subPath != "" {
+		base += "/" + subPath
+	}
+	return base + "//" + component + ":" + version
+}
+
+// DockerConfigJSON is a .dockerconfigjson document holding the registry's credentials.
+func (r *Registry) DockerConfigJSON() []byte {
+	data, _ := json.Marshal(map[string]any{"auths": map[string]any{ // maps of strings always marshal
+		r.server.URL: map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte(r.username + ":" + r.password))},
+	}})
+	return data
+}
+
+// Repository writes below subPath, with the registry's credentials and certificate.
+func (r *Registry) Repository(subPath string) Repository {
+	client := &auth.Client{
+		Client:     r.server.Client(),
+		Credential: auth.StaticCredential(r.Host, auth.Credential{Username: r.username, Password: r.password}),
+	}
+	return RegistryRepository(client, r.Host, subPath, r.plainHTTP)
+}
+
+// Push writes component versions below subPath and fails the test on error.
+func (r *Registry) Push(t testing.TB, subPath string, cvs ...ComponentVersion) {
+	t.Helper()
+	for _, cv := range cvs {
+		if _, err := Write(context.Background(), r.Repository(subPath), cv); err != nil {
+			t.Fatalf("pushing %s:%s: %v", cv.Name, cv.Version, err)
+		}
+	}
+}
+
+// WriteCTF writes component versions into a CTF directory and fails the test on error.
+func WriteCTF(t testing.TB, dir string, cvs ...ComponentVersion) {
+	t.Helper()
+	for _, cv := range cvs {
+		if _, err := Write(context.Background(), CTFRepository(dir), cv); err != nil {
+			t.Fatalf("writing %s:%s to CTF: %v", cv.Name, cv.Version, err)
+		}
+	}
+}

@@ -1,0 +1,301 @@
+// Package ocmtest writes OCM component versions, as the OCM Go binding does, into OCI registries and CTF
+// directories, and runs an in-process registry for tests. Tests, the demo and e2e use it to create vectors.
+package ocmtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/registry"
+	"oras.land/oras-go/v2/registry/remote"
+
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/spec"
+)
+
+// Creators written into the software.ocm.creator annotation: the current Go binding, and the OCM v1 library
+// whose manifests carry +yaml+tar descriptors and no artifactType.
+const (
+	CreatorGoBinding = "ocm.software/open-component-model/bindings/go/oci"
+	CreatorLegacy    = "OCM Go Library 0.20.0"
+)
+
+// ComponentVersion describes a component version to write.
+type ComponentVersion struct {
+	Name     string
+	Version  string
+	Provider string // default "test"
+	// Resources with a Blob become local blobs; the others keep their Access.
+	Resources  []Resource
+	References []spec.Reference
+	// DescriptorMediaType selects the descriptor encoding; default JSON, as the current Go binding writes.
+	// Any other type is written the way OCM v1 wrote +yaml+tar: without artifactType, with the legacy creator.
+	DescriptorMediaType string
+	// Index wraps the manifest in an OCI index, as OCM does when a local blob is itself an OCI artifact.
+	Index bool
+}
+
+// Resource is a resource to write.
+type Resource struct {
+	Name     string
+	Version  string
+	Type     string
+	Relation string // default "local" for local blobs, "external" otherwise
+	// Access is marshalled as the access of a non-local resource.
+	Access any
+	// Blob, when non-nil, is stored as a local blob of media type BlobMediaType (default application/json).
+	Blob          []byte
+	BlobMediaType string
+}
+
+// Target receives a component version's blobs and manifests. *remote.Repository implements it.
+type Target interface {
+	Push(ctx context.Context, expected ocispec.Descriptor, content io.Reader) error
+	Tag(ctx context.Context, desc ocispec.Descriptor, reference string) error
+}
+
+// Repository returns the Target that holds a component's versions.
+type Repository func(component string) (Target, error)
+
+// RegistryRepository writes to an OCI registry below subPath.
+func RegistryRepository(client remote.Client, host, subPath string, plainHTTP bool) Repository {
+	return func(component string) (Target, error) {
+		return &remote.Repository{
+			Client:    client,
+			Reference: registry.Reference{Registry: host, Repository: spec.RepositoryPath(subPath, component)},
+			PlainHTTP: plainHTTP,
+		}, nil
+	}
+}
+
+// Write stores a component version and tags it with its version; it returns the tagged manifest or index.
+func Write(ctx context.Context, repo Repository, cv ComponentVersion) (ocispec.Descriptor, error) {
+	t, err := repo(cv.Name)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	mediaType := cv.DescriptorMediaType
+	if mediaType == "" {
+		mediaType = spec.MediaTypeDescriptorJSON
+	}
+	d := &spec.Descriptor{
+		Meta: spec.Meta{SchemaVersion: spec.SchemaVersionV2},
+		Component: spec.Component{
+			Name: cv.Name, Version: cv.Version, Provider: provider(cv.Provider),
+			References: cv.References,
+		},
+	}
+	var layers []ocispec.Descriptor
+	for _, r := range cv.Resources {
+		res, layer, err := writeResource(ctx, t, r)
+		if err != nil {
+			return ocispec.Descriptor{}, fmt.Errorf("resource %s: %w", r.Name, err)
+		}
+		d.Component.Resources = append(d.Component.Resources, res)
+		if layer != nil {
+			layers = append(layers, *layer)
+		}
+	}
+	data, err := spec.Encode(mediaType, d)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	descLayer, err := push(ctx, t, mediaType, data)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	config, err := pushJSON(ctx, t, spec.MediaTypeComponentConfig, spec.ComponentConfig{ComponentDescriptorLayer: &descLayer})
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	manifest := ocispec.Manifest{
+		MediaType:   ocispec.MediaTypeImageManifest,
+		Config:      config,
+		Layers:      append([]ocispec.Descriptor{descLayer}, layers...),
+		Annotations: annotations(cv),
+	}
+	manifest.SchemaVersion = 2
+	if mediaType == spec.MediaTypeDescriptorJSON {
+		manifest.ArtifactType = spec.ArtifactTypeComponentDescriptor
+	}
+	tagged, err := pushJSON(ctx, t, ocispec.MediaTypeImageManifest, manifest)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	if cv.Index {
+		index := ocispec.Index{
+			MediaType:   ocispec.MediaTypeImageIndex,
+			Manifests:   []ocispec.Descriptor{tagged},
+			Annotations: map[string]string{spec.AnnotationComponentVersion: cv.Name + ":" + cv.Version},
+		}
+		index.SchemaVersion = 2
+		if tagged, err = pushJSON(ctx, t, ocispec.MediaTypeImageIndex, index); err != nil {
+			return ocispec.Descriptor{}, err
+		}
+	}
+	return tagged, t.Tag(ctx, tagged, spec.VersionTag(cv.Version))
+}
+
+func provider(name string) json.RawMessage {
+	if name == "" {
+		name = "test"
+	}
+	b, _ := json.Marshal(name) // a string always marshals
+	return b
+}
+
+func annotations(cv ComponentVersion) map[string]string {
+	a := map[string]string{
+		spec.AnnotationComponentVersion: cv.Name + ":" + cv.Version,
+		spec.AnnotationCreator:          CreatorGoBinding,
+		ocispec.AnnotationTitle:         fmt.Sprintf("OCM Component Descriptor OCI Artifact Manifest for %s in version %s", cv.Name, cv.Version),
+		ocispec.AnnotationVersion:       cv.Version,
+	}
+	if cv.DescriptorMediaType != "" && cv.DescriptorMediaType != spec.MediaTypeDescriptorJSON {
+		a[spec.AnnotationCreator] = CreatorLegacy
+	}
+	return a
+}
+
+// writeResource pushes a local blob the way OCM ingests one: the access points at the blob's digest and the
+// layer is annotated with the resource identity.
+func writeResource(ctx context.Context, t Target, r Resource) (spec.Resource, *ocispec.Descriptor, error) {
+	res := spec.Resource{Name: r.Name, Version: r.Version, Type: r.Type, Relation: r.Relation}
+	if r.Blob == nil {
+		if res.Relation == "" {
+			res.Relation = "external"
+		}
+		if r.Access != nil {
+			var err error
+			if res.Access, err = json.Marshal(r.Access); err != nil {
+				return res, nil, err
+			}
+		}
+		return res, nil, nil
+	}
+	if res.Relation == "" {
+		res.Relation = "local"
+	}
+	mediaType := r.BlobMediaType
+	if mediaType == "" {
+		mediaType = "application/json"
+	}
+	layer, err := push(ctx, t, mediaType, r.Blob)
+	if err != nil {
+		return res, nil, err
+	}
+	if res.Access, err = json.Marshal(spec.LocalBlobAccess{Type: spec.AccessTypeLocalBlob, LocalReference: layer.Digest.String(), MediaType: mediaType}); err != nil {
+		return res, nil, err
+	}
+	res.Digest = &spec.Digest{HashAlgorithm: spec.HashAlgorithmSHA256, NormalisationAlgorithm: spec.NormalisationGenericBlobDigest, Value: layer.Digest.Encoded()}
+	artifact, err := json.Marshal([]spec.ArtifactAnnotation{{Identity: res.Identity(), Kind: "resource"}})
+	if err != nil {
+		return res, nil, err
+	}
+	layer.Annotations = map[string]string{spec.AnnotationArtifact: string(artifact)}
+	return res, &layer, nil
+}
+
+func pushJSON(ctx context.Context, t Target, mediaType string, v any) (ocispec.Descriptor, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	return push(ctx, t, mediaType, data)
+}
+
+func push(ctx context.Context, t Target, mediaType string, data []byte) (ocispec.Descriptor, error) {
+	desc := content.NewDescriptorFromBytes(mediaType, data)
+	return desc, t.Push(ctx, desc, bytes.NewReader(data))
+}
+
+// CTFRepository writes into a CTF directory, creating it if needed.
+func CTFRepository(dir string) Repository {
+	return func(component string) (Target, error) {
+		return &ctfTarget{dir: dir, repository: spec.RepositoryPath("", component)}, nil
+	}
+}
+
+type ctfTarget struct {
+	dir        string
+	repository string
+}
+
+func (c *ctfTarget) Push(_ context.Context, expected ocispec.Descriptor, r io.Reader) error {
+	if err := os.MkdirAll(filepath.Join(c.dir, spec.CTFBlobsDir), 0o755); err != nil {
+		return err
+	}
+	data, err := content.ReadAll(r, expected)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(c.dir, spec.CTFBlobsDir, spec.CTFBlobName(expected.Digest.String())), data, 0o644)
+}
+
+func (c *ctfTarget) Tag(_ context.Context, desc ocispec.Descriptor, tag string) error {
+	path := filepath.Join(c.dir, spec.CTFIndexFile)
+	idx := spec.NewCTFIndex()
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if idx, err = spec.DecodeCTFIndex(data); err != nil {
+			return err
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	idx.Artifacts = slices.DeleteFunc(idx.Artifacts, func(a spec.CTFArtifact) bool {
+		return a.Repository == c.repository && a.Tag == tag
+	})
+	idx.Artifacts = append(idx.Artifacts, spec.CTFArtifact{Repository: c.repository, Tag: tag, Digest: desc.Digest.String(), MediaType: desc.MediaType})
+	if data, err = json.Marshal(idx); err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// The helpers below build Konfidence-shaped component versions.
+
+// Artifact is an artifact component version with an artifact manifest {type, allowReuse} and one helm chart
+// resource pointing at an OCI image.
+func Artifact(component, version, deployerType string, allowReuse bool) ComponentVersion {
+	manifest, _ := json.Marshal(struct { // two plain fields always marshal
+		Type       string `json:"type"`
+		AllowReuse bool   `json:"allowReuse"`
+	}{deployerType, allowReuse})
+	return ComponentVersion{
+		Name: component, Version: version,
+		Resources: []Resource{
+			{Name: "artifact-manifest", Version: version, Type: ocm.ResourceTypeArtifactManifest, Blob: manifest},
+			{Name: "chart", Version: "6.9.1", Type: "helmChart", Access: map[string]string{
+				"type": "ociArtifact", "imageReference": "ghcr.io/stefanprodan/charts/podinfo:6.9.1",
+			}},
+		},
+	}
+}
+
+// TaskResource is a task manifest resource.
+func TaskResource(t ocm.Task) Resource {
+	data, _ := json.Marshal(t) // Task's Spec is valid JSON or empty
+	return Resource{Name: "task-" + t.Name, Type: ocm.ResourceTypeTaskManifest, Blob: data}
+}
+
+// Vector is a vector component version referencing the given artifacts, named ref-<i> as Konfidence's test
+// helper names them.
+func Vector(component, version string, artifacts ...ComponentVersion) ComponentVersion {
+	v := ComponentVersion{Name: component, Version: version, Provider: "konfidence"}
+	for i, a := range artifacts {
+		v.References = append(v.References, spec.Reference{Name: fmt.Sprintf("ref-%d", i), ComponentName: a.Name, Version: a.Version})
+	}
+	return v
+}

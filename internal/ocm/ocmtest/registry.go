@@ -116,6 +116,9 @@ func (r *Registry) Tamper(digest string) {
 // Requests is the number of HTTP requests served so far, including rejected ones.
 func (r *Registry) Requests() int64 { return r.requests.Load() }
 
+// Certificate is the registry's self-signed TLS certificate, nil without WithTLS.
+func (r *Registry) Certificate() *x509.Certificate { return r.server.Certificate() }
+
 // CertPool trusts the registry's TLS certificate.
 func (r *Registry) CertPool() *x509.CertPool {
 	pool := x509.NewCertPool()

@@ -102,11 +102,17 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 		Digest:    cv.digest,
 		Artifacts: make([]*Artifact, len(refs)),
 	}
+	artifactRefs := make([]Ref, len(refs))
+	for i, cref := range refs {
+		if artifactRefs[i], err = r.sibling(cref.ComponentName, cref.Version); err != nil {
+			return nil, err
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.opts.Concurrency)
-	for i, cref := range refs {
+	for i, ar := range artifactRefs {
 		g.Go(func() (err error) {
-			v.Artifacts[i], err = c.resolveArtifact(gctx, r.sibling(cref.ComponentName, cref.Version))
+			v.Artifacts[i], err = c.resolveArtifact(gctx, ar)
 			return err
 		})
 	}

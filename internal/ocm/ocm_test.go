@@ -1,6 +1,7 @@
 package ocm_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	corev1 "k8s.io/api/core/v1"
@@ -249,32 +251,6 @@ func TestResolveVectorNotFoundAndInvalid(t *testing.T) {
 	assertError(t, err, ocm.ErrReferenceInvalid, true)
 }
 
-func TestResolveVectorUnsupportedManifestMediaType(t *testing.T) {
-	// Docker manifests are not OCM component versions, even when tagged where one is expected.
-	reg := ocmtest.NewRegistry(t)
-	target, err := reg.Repository("")(vectorName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo := target.(*remote.Repository)
-	config := []byte(`{}`)
-	configDesc := content.NewDescriptorFromBytes("application/vnd.docker.container.image.v1+json", config)
-	manifest, _ := json.Marshal(map[string]any{
-		"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-		"config": configDesc, "layers": []any{},
-	})
-	ctx := context.Background()
-	if err := repo.Push(ctx, configDesc, strings.NewReader(string(config))); err != nil {
-		t.Fatal(err)
-	}
-	desc := content.NewDescriptorFromBytes("application/vnd.docker.distribution.manifest.v2+json", manifest)
-	if err := repo.PushReference(ctx, desc, strings.NewReader(string(manifest)), "1.0.0"); err != nil {
-		t.Fatal(err)
-	}
-	_, err = ocm.NewClient(ocm.Options{}).ResolveVector(ctx, reg.Ref("", vectorName, "1.0.0"))
-	assertError(t, err, ocm.ErrUnsupportedMediaType, true)
-}
-
 func TestResolveVectorBasicAuth(t *testing.T) {
 	reg := ocmtest.NewRegistry(t, ocmtest.WithBasicAuth("robot", "s3cr3t-pw"))
 	a := ocmtest.Artifact("acme.org/artifacts/a", "1.0.0", "cloud.konfidence.flux.helm", true)
@@ -424,4 +400,121 @@ func TestCredentialsFromSecrets(t *testing.T) {
 	if _, err := ocm.CredentialsFromSecrets(opaque); err == nil {
 		t.Error("an Opaque secret was accepted")
 	}
+}
+
+// pushRaw tags a hand-made manifest, for shapes the writer deliberately does not produce.
+func pushRaw(t *testing.T, reg *ocmtest.Registry, component, tag, manifestMediaType string, config []byte, layers ...[]byte) {
+	t.Helper()
+	target, err := reg.Repository("")(component)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := target.(*remote.Repository)
+	ctx := context.Background()
+	push := func(mediaType string, data []byte) map[string]any {
+		desc := content.NewDescriptorFromBytes(mediaType, data)
+		if err := repo.Push(ctx, desc, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		return map[string]any{"mediaType": desc.MediaType, "digest": desc.Digest, "size": desc.Size}
+	}
+	m := map[string]any{"schemaVersion": 2, "mediaType": manifestMediaType, "config": push("application/json", config), "layers": []any{}}
+	for _, l := range layers {
+		m["layers"] = append(m["layers"].([]any), push(spec.MediaTypeDescriptorJSON, l))
+	}
+	data, _ := json.Marshal(m)
+	desc := content.NewDescriptorFromBytes(manifestMediaType, data)
+	if err := repo.PushReference(ctx, desc, bytes.NewReader(data), tag); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResolveVectorManifestShapes(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	c := ocm.NewClient(ocm.Options{})
+	ctx := context.Background()
+
+	// Docker manifests are not OCM component versions, even when tagged where one is expected.
+	pushRaw(t, reg, vectorName, "1.0.0", "application/vnd.docker.distribution.manifest.v2+json", []byte(`{}`))
+	_, err := c.ResolveVector(ctx, reg.Ref("", vectorName, "1.0.0"))
+	assertError(t, err, ocm.ErrUnsupportedMediaType, true)
+
+	// A config without componentDescriptorLayer falls back to the first layer.
+	pushRaw(t, reg, vectorName, "2.0.0", "application/vnd.oci.image.manifest.v1+json", []byte(`{}`),
+		[]byte(`{"meta":{"schemaVersion":"v2"},"component":{"name":"`+vectorName+`","version":"2.0.0","provider":"p","componentReferences":null}}`))
+	v, err := c.ResolveVector(ctx, reg.Ref("", vectorName, "2.0.0"))
+	if err != nil || v.Version != "2.0.0" {
+		t.Errorf("fallback to layers[0]: %+v, %v", v, err)
+	}
+
+	// A descriptor of another component under this component's tag is refused.
+	pushRaw(t, reg, vectorName, "3.0.0", "application/vnd.oci.image.manifest.v1+json", []byte(`{}`),
+		[]byte(`{"meta":{"schemaVersion":"v2"},"component":{"name":"acme.org/other","version":"3.0.0","provider":"p"}}`))
+	_, err = c.ResolveVector(ctx, reg.Ref("", vectorName, "3.0.0"))
+	assertError(t, err, ocm.ErrDescriptorInvalid, true)
+
+	// Component references come from a descriptor and are validated like parsed references.
+	bad := ocmtest.Vector(vectorName, "4.0.0", ocmtest.ComponentVersion{Name: "Not/A/Component", Version: "1.0.0"})
+	reg.Push(t, "", bad)
+	_, err = c.ResolveVector(ctx, reg.Ref("", vectorName, "4.0.0"))
+	assertError(t, err, ocm.ErrReferenceInvalid, true)
+
+	// A local blob whose localReference is not among the layers.
+	dangling := ocmtest.Artifact("acme.org/artifacts/dangling", "1.0.0", "x", true)
+	dangling.Resources[0].Blob = nil
+	dangling.Resources[0].Access = spec.LocalBlobAccess{Type: "localBlob", LocalReference: digest.FromString("gone").String(), MediaType: "application/json"}
+	reg.Push(t, "", dangling, ocmtest.Vector(vectorName, "5.0.0", dangling))
+	_, err = c.ResolveVector(ctx, reg.Ref("", vectorName, "5.0.0"))
+	assertError(t, err, ocm.ErrNotFound, false)
+}
+
+func TestResolveVectorTimeout(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	a := ocmtest.Artifact("acme.org/artifacts/a", "1.0.0", "x", true)
+	reg.Push(t, "", a, ocmtest.Vector(vectorName, "1.0.0", a))
+	_, err := ocm.NewClient(ocm.Options{Timeout: time.Nanosecond}).ResolveVector(context.Background(), reg.Ref("", vectorName, "1.0.0"))
+	assertError(t, err, ocm.ErrUnavailable, false)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v does not wrap the deadline", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = ocm.NewClient(ocm.Options{}).ResolveVector(ctx, reg.Ref("", vectorName, "1.0.0"))
+	assertError(t, err, ocm.ErrUnavailable, false)
+}
+
+func BenchmarkResolveVector(b *testing.B) {
+	reg := ocmtest.NewRegistry(b)
+	var artifacts []ocmtest.ComponentVersion
+	for i := range 50 {
+		a := ocmtest.Artifact(fmt.Sprintf("acme.org/artifacts/a%02d", i), "1.0.0", "cloud.konfidence.flux.helm", i%2 == 0)
+		a.Resources = append(a.Resources, ocmtest.TaskResource(ocm.Task{Name: "migrate", Type: "k8s-job", Spec: json.RawMessage(`{"image":"m:1"}`)}))
+		artifacts = append(artifacts, a)
+	}
+	reg.Push(b, "", artifacts...)
+	reg.Push(b, "", ocmtest.Vector(vectorName, "1.0.0", artifacts...))
+	ref := reg.Ref("", vectorName, "1.0.0")
+	ctx := context.Background()
+	resolve := func(b *testing.B, c *ocm.Client) {
+		v, err := c.ResolveVector(ctx, ref)
+		if err != nil || len(v.Artifacts) != 50 {
+			b.Fatalf("%d artifacts, %v", len(v.Artifacts), err)
+		}
+	}
+	b.Run("cold", func(b *testing.B) {
+		for b.Loop() {
+			resolve(b, ocm.NewClient(ocm.Options{}))
+		}
+	})
+	b.Run("warm", func(b *testing.B) {
+		c := ocm.NewClient(ocm.Options{})
+		resolve(b, c)
+		before := reg.Requests()
+		for b.Loop() {
+			resolve(b, c)
+		}
+		if n := reg.Requests() - before; n != 0 {
+			b.Fatalf("warm resolves made %d registry requests", n)
+		}
+	})
 }

@@ -78,9 +78,8 @@ func parseRef(s string) (Ref, error) {
 		rest = rest[:i]
 	}
 	if i := strings.LastIndex(rest, ":"); i >= 0 && !strings.Contains(rest[i:], "/") {
-		r.Version = rest[i+1:]
-		if !ociTagRegex.MatchString(spec.VersionTag(r.Version)) {
-			return Ref{}, fmt.Errorf("invalid version %q", r.Version)
+		if r.Version = rest[i+1:]; r.Version == "" {
+			return Ref{}, fmt.Errorf("empty version")
 		}
 		rest = rest[:i]
 	}
@@ -95,8 +94,8 @@ func parseRef(s string) (Ref, error) {
 	if !found {
 		return Ref{}, fmt.Errorf("no valid descriptor prefix found (want <repository>//<component> or <repository>/component-descriptors/<component>)")
 	}
-	if len(r.Component) > maxComponentNameLength || !componentRegex.MatchString(r.Component) {
-		return Ref{}, fmt.Errorf("invalid component name %q", r.Component)
+	if err := validateComponentVersion(r.Component, r.Version); err != nil {
+		return Ref{}, err
 	}
 	if repo == "" {
 		return Ref{}, fmt.Errorf("empty repository")
@@ -220,11 +219,26 @@ func (r Ref) Host() string {
 // PlainHTTP reports whether the registry is to be spoken to without TLS: only when the reference says http://.
 func (r Ref) PlainHTTP() bool { return strings.HasPrefix(r.BaseURL, "http://") }
 
+// validateComponentVersion checks a component name against OCM's grammar and a version (or alias) for use as an
+// OCI tag. An empty version passes: a reference may omit it.
+func validateComponentVersion(component, version string) error {
+	if len(component) > maxComponentNameLength || !componentRegex.MatchString(component) {
+		return fmt.Errorf("invalid component name %q", component)
+	}
+	if version != "" && !ociTagRegex.MatchString(spec.VersionTag(version)) {
+		return fmt.Errorf("invalid version %q", version)
+	}
+	return nil
+}
+
 // sibling is another component version in the same repository: OCM resolves component references in the
-// repository of the referring component.
-func (r Ref) sibling(component, version string) Ref {
+// repository of the referring component. Names come from a descriptor, so they are validated like parsed ones.
+func (r Ref) sibling(component, version string) (Ref, error) {
+	if err := validateComponentVersion(component, version); err != nil {
+		return Ref{}, &Error{Reason: ReasonReferenceInvalid, Ref: r.String(), Err: fmt.Errorf("component reference: %w", err)}
+	}
 	r.Component, r.Version, r.Digest = component, version, ""
-	return r
+	return r, nil
 }
 
 // isVersion reports whether v is a version rather than an alias. Only versions are immutable, so only they may

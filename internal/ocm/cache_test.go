@@ -1,0 +1,49 @@
+package ocm
+
+import "testing"
+
+func TestLRUEvictsLeastRecentlyUsed(t *testing.T) {
+	c := newLRU[int](2)
+	c.add("a", 1)
+	c.add("b", 2)
+	if v, ok := c.get("a"); !ok || v != 1 { // a is now more recent than b
+		t.Fatalf("get(a) = %v, %v", v, ok)
+	}
+	c.add("c", 3)
+	if _, ok := c.get("b"); ok {
+		t.Error("b survived although it was least recently used")
+	}
+	for k, want := range map[string]int{"a": 1, "c": 3} {
+		if v, ok := c.get(k); !ok || v != want {
+			t.Errorf("get(%s) = %v, %v; want %v", k, v, ok, want)
+		}
+	}
+	if c.order.Len() != 2 || len(c.items) != 2 {
+		t.Errorf("size %d/%d, want 2", c.order.Len(), len(c.items))
+	}
+
+	off := newLRU[int](-1)
+	off.add("a", 1)
+	if _, ok := off.get("a"); ok {
+		t.Error("disabled cache returned an entry")
+	}
+}
+
+func TestCacheKeyNormalisesRepositorySpelling(t *testing.T) {
+	key := func(s string) string {
+		r, err := ParseRef(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cacheKey(r)
+	}
+	if key("oci://h:5000/a//acme.org/x:1.0.0") != key("h:5000/a/component-descriptors/acme.org/x:1.0.0") {
+		t.Error("oci:// and schemeless TLS references to the same version have different keys")
+	}
+	if key("http://h:5000//acme.org/x:1.0.0") == key("https://h:5000//acme.org/x:1.0.0") {
+		t.Error("plain HTTP and TLS share a key")
+	}
+	if key("h:5000//acme.org/x:1.0.0") == key("h:5000//acme.org/x:1.0.0@sha256:0123456789abcdef0123456789abcdef") {
+		t.Error("a digest-pinned reference shares the unpinned key")
+	}
+}

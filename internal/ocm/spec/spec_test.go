@@ -1,0 +1,88 @@
+package spec
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"testing"
+)
+
+func TestEncodeDecodeAllMediaTypes(t *testing.T) {
+	d := &Descriptor{
+		Meta: Meta{SchemaVersion: SchemaVersionV2},
+		Component: Component{
+			Name: "acme.org/x", Version: "1.0.0+b", Provider: []byte(`"acme"`),
+			Resources: []Resource{{Name: "r", Type: "helmChart", Access: []byte(`{"type":"ociArtifact","imageReference":"h/r:1"}`)}},
+		},
+	}
+	for _, mt := range []string{
+		MediaTypeDescriptorJSON, MediaTypeDescriptorYAML, MediaTypeDescriptorYAMLTar,
+		MediaTypeLegacyDescriptorJSON, MediaTypeLegacyDescriptorYAML, MediaTypeLegacyDescriptorYAMLTar,
+		MediaTypeLegacyDescriptorConfigTar,
+	} {
+		data, err := Encode(mt, d)
+		if err != nil {
+			t.Fatalf("%s: %v", mt, err)
+		}
+		got, err := Decode(mt, data)
+		if err != nil {
+			t.Fatalf("%s: %v", mt, err)
+		}
+		if got.Component.Name != "acme.org/x" || got.Component.Version != "1.0.0+b" || len(got.Component.Resources) != 1 ||
+			got.Component.Resources[0].Type != "helmChart" {
+			t.Errorf("%s: decoded %+v", mt, got.Component)
+		}
+	}
+}
+
+func TestDecodeNullArraysAndTarLayout(t *testing.T) {
+	got, err := Decode(MediaTypeDescriptorJSON, []byte(`{"meta":{"schemaVersion":"v2"},"component":{"name":"acme.org/x","version":"1","provider":"p",`+
+		`"repositoryContexts":null,"resources":null,"sources":null,"componentReferences":null}}`))
+	if err != nil || got.Component.Resources != nil || got.Component.References != nil {
+		t.Fatalf("null arrays: %+v, %v", got, err)
+	}
+
+	// OCM trims a leading "/" and skips other entries.
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for name, body := range map[string]string{"other.txt": "x", "/" + DescriptorTarFile: "component:\n  name: acme.org/y\n  version: 2.0.0\n"} {
+		_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: int64(len(body)), Mode: 0o644})
+		_, _ = tw.Write([]byte(body))
+	}
+	_ = tw.Close()
+	if got, err := Decode(MediaTypeDescriptorYAMLTar, buf.Bytes()); err != nil || got.Component.Name != "acme.org/y" {
+		t.Errorf("tar with leading slash: %+v, %v", got, err)
+	}
+
+	buf.Reset()
+	tw = tar.NewWriter(&buf)
+	_ = tw.Close()
+	if _, err := Decode(MediaTypeDescriptorYAMLTar, buf.Bytes()); err == nil {
+		t.Error("a tar without component-descriptor.yaml was decoded")
+	}
+	if _, err := Decode("application/vnd.oci.image.layer.v1.tar", nil); !errors.Is(err, ErrUnsupportedMediaType) {
+		t.Errorf("unknown media type: %v, want ErrUnsupportedMediaType", err)
+	}
+}
+
+func TestNaming(t *testing.T) {
+	for in, want := range map[string]string{"1.2.3+ci.42": "1.2.3.build-ci.42", "1.0.0+a+b": "1.0.0.build-a+b", "latest": "latest"} {
+		if got := VersionTag(in); got != want {
+			t.Errorf("VersionTag(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := RepositoryPath("/ocm/vector/", "acme.org/x"); got != "ocm/vector/component-descriptors/acme.org/x" {
+		t.Errorf("RepositoryPath = %q", got)
+	}
+	if got := RepositoryPath("", "acme.org/x"); got != "component-descriptors/acme.org/x" {
+		t.Errorf("RepositoryPath = %q", got)
+	}
+	if got := CTFBlobName("sha256:abc"); got != "sha256.abc" {
+		t.Errorf("CTFBlobName = %q", got)
+	}
+	for typ, want := range map[string]bool{"LocalBlob/v1": true, "LocalBlob": true, "localBlob/v1": true, "localBlob": true, "LocalBlob/v2": false, "ociArtifact": false} {
+		if IsLocalBlobType(typ) != want {
+			t.Errorf("IsLocalBlobType(%q) = %v", typ, !want)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package main
 import (
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/fluxdeployer/fluxdeployer/internal/fluxdeployer"
 )
 
 // controllerSetup is what each reconciler package offers the binary: its own flags, and registration with the
@@ -14,4 +16,6 @@ type controllerSetup interface {
 
 // controllerSetups holds the reconcilers that --controllers can name. The VectorDeployment reconciler and the
 // Flux deployer meet only through API objects, so any subset can run in one process.
-var controllerSetups = map[string]controllerSetup{}
+var controllerSetups = map[string]controllerSetup{
+	"fluxdeployer": &fluxdeployer.Options{},
+}

@@ -1,0 +1,35 @@
+package v1alpha1
+
+// Condition and event reasons of the Flux deployer. Reasons that Flux itself defines (Progressing, Succeeded, …)
+// come from github.com/fluxcd/pkg/apis/meta or are carried over from the Flux objects.
+const (
+	// MultipleHelmChartResourcesReason: a helm artifact's component has more than one helmChart resource.
+	MultipleHelmChartResourcesReason = "MultipleHelmChartResources"
+	// MultipleKustomizeResourcesReason: a kustomize artifact's component has more than one kustomize resource.
+	MultipleKustomizeResourcesReason = "MultipleKustomizeResources"
+	// NoDeployableResourceReason: the component has no resource of the type the manifest deploys.
+	NoDeployableResourceReason = "NoDeployableResource"
+	// InvalidNameReason: the ArtifactDeployment's name cannot name a Helm release (a DNS-1123 label of at most 53
+	// characters); the deployer never renames.
+	InvalidNameReason = "InvalidName"
+	// UnsupportedAccessTypeReason: the resource's access type is neither an OCI nor a Helm access.
+	UnsupportedAccessTypeReason = "UnsupportedAccessType"
+	// InvalidAccessSpecReason: the access has a supported type but cannot be read, e.g. a malformed image reference.
+	InvalidAccessSpecReason = "InvalidAccessSpec"
+	// InvalidAnnotationReason: an annotation the Flux objects are derived from (the artifact hash) is absent or
+	// unusable.
+	InvalidAnnotationReason = "InvalidAnnotation"
+	// InvalidConfigurationReason: the Flux deployer's ConfigMap cannot be read.
+	InvalidConfigurationReason = "InvalidConfiguration"
+	// ApplyFailedReason: the API server refused a Flux object.
+	ApplyFailedReason = "ApplyFailed"
+	// DuplicateDeploymentResultReason: two Services claim the same deployment result name.
+	DuplicateDeploymentResultReason = "DuplicateDeploymentResult"
+	// DeploymentResultFailedReason: the Services of a deployment could not be read (e.g. an unreachable target).
+	DeploymentResultFailedReason = "DeploymentResultFailed"
+
+	// FluxObjectCreatedReason is the event reason for a Flux object the deployer created.
+	FluxObjectCreatedReason = "FluxObjectCreated"
+	// FluxObjectUpdatedReason is the event reason for a Flux object the deployer changed.
+	FluxObjectUpdatedReason = "FluxObjectUpdated"
+)

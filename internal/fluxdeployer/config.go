@@ -1,0 +1,145 @@
+package fluxdeployer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// Helm source modes: how an OCI Helm chart reaches helm-controller.
+const (
+	// HelmSourceHelmRepository: a HelmRepository of type oci and chart.spec; helm-controller creates a HelmChart.
+	HelmSourceHelmRepository = "helmRepository"
+	// HelmSourceChartRef: an OCIRepository selecting the chart layer, referenced by spec.chartRef. Flux
+	// recommends it for OCI charts; it can also pin a digest.
+	HelmSourceChartRef = "chartRef"
+)
+
+// Keys of the configuration ConfigMap. Maps and references are YAML in one key each.
+const (
+	authenticationSecretRefsKey   = "authenticationSecretRefs"
+	deploymentTargetsKey          = "deploymentTargets"
+	deploymentTargetSecretNameKey = "deploymentTargetSecretName"
+	intervalKey                   = "interval"
+	targetNamespaceKey            = "targetNamespace"
+	waitKey                       = "wait"
+	timeoutKey                    = "timeout"
+	retriesKey                    = "retries"
+	driftDetectionKey             = "driftDetection"
+	helmSourceKey                 = "helmSource"
+)
+
+// config is the Flux deployer's configuration, read from its ConfigMap on every reconcile.
+type config struct {
+	// authenticationSecretRefs maps a registry host[:port] to the Secret Flux pulls from it with.
+	authenticationSecretRefs map[string]string
+	// deploymentTargets maps an ArtifactDeployment namespace to the kubeconfig of the cluster it deploys to.
+	deploymentTargets map[string]meta.KubeConfigReference
+	// deploymentTargetSecretName is a kubeconfig Secret that, where it exists in an ArtifactDeployment's
+	// namespace without an entry in deploymentTargets, makes that namespace deploy to the remote cluster.
+	deploymentTargetSecretName string
+	interval                   time.Duration
+	targetNamespace            string // empty: the ArtifactDeployment's namespace
+	wait                       bool
+	timeout                    time.Duration
+	retries                    int
+	driftDetection             helmv2.DriftDetectionMode
+	helmSource                 string
+}
+
+func defaultConfig() config {
+	return config{
+		deploymentTargetSecretName: "deployment-target-kubeconfig",
+		interval:                   10 * time.Minute,
+		wait:                       true,
+		timeout:                    5 * time.Minute,
+		retries:                    3,
+		driftDetection:             helmv2.DriftDetectionEnabled,
+		helmSource:                 HelmSourceHelmRepository,
+	}
+}
+
+// loadConfig reads the ConfigMap. Without one the defaults apply, so a fresh installation deploys; a ConfigMap
+// that cannot be read is an error on every ArtifactDeployment rather than a silent fallback.
+func loadConfig(ctx context.Context, r client.Reader, key types.NamespacedName) (config, error) {
+	cm := &corev1.ConfigMap{}
+	if err := r.Get(ctx, key, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return defaultConfig(), nil
+		}
+		return config{}, transient(konfidencev1.InvalidConfigurationReason, fmt.Errorf("reading ConfigMap %s: %w", key, err))
+	}
+	c, err := parseConfig(cm.Data)
+	if err != nil {
+		return config{}, terminal(konfidencev1.InvalidConfigurationReason, "ConfigMap %s: %v", key, err)
+	}
+	return c, nil
+}
+
+func parseConfig(data map[string]string) (config, error) {
+	c := defaultConfig()
+	var errs []error
+	field := func(key string, parse func(string) error) {
+		if v, ok := data[key]; ok {
+			if err := parse(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", key, err))
+			}
+		}
+	}
+	field(authenticationSecretRefsKey, func(v string) error { return yaml.UnmarshalStrict([]byte(v), &c.authenticationSecretRefs) })
+	field(deploymentTargetsKey, func(v string) error {
+		if err := yaml.UnmarshalStrict([]byte(v), &c.deploymentTargets); err != nil {
+			return err
+		}
+		for ns, ref := range c.deploymentTargets {
+			if (ref.SecretRef == nil) == (ref.ConfigMapRef == nil) {
+				return fmt.Errorf("namespace %s: exactly one of secretRef and configMapRef", ns)
+			}
+		}
+		return nil
+	})
+	field(deploymentTargetSecretNameKey, func(v string) error { c.deploymentTargetSecretName = v; return nil })
+	field(intervalKey, func(v string) (err error) { c.interval, err = positiveDuration(v); return err })
+	field(timeoutKey, func(v string) (err error) { c.timeout, err = positiveDuration(v); return err })
+	field(targetNamespaceKey, func(v string) error { c.targetNamespace = v; return nil })
+	field(waitKey, func(v string) (err error) { c.wait, err = strconv.ParseBool(v); return err })
+	field(retriesKey, func(v string) (err error) { c.retries, err = strconv.Atoi(v); return err })
+	field(driftDetectionKey, func(v string) error {
+		switch m := helmv2.DriftDetectionMode(v); m {
+		case helmv2.DriftDetectionEnabled, helmv2.DriftDetectionWarn, helmv2.DriftDetectionDisabled:
+			c.driftDetection = m
+			return nil
+		}
+		return fmt.Errorf("%q is none of enabled, warn, disabled", v)
+	})
+	field(helmSourceKey, func(v string) error {
+		if v != HelmSourceHelmRepository && v != HelmSourceChartRef {
+			return fmt.Errorf("%q is neither %s nor %s", v, HelmSourceHelmRepository, HelmSourceChartRef)
+		}
+		c.helmSource = v
+		return nil
+	})
+	return c, errors.Join(errs...)
+}
+
+// positiveDuration parses a duration of at least a second: Flux's duration fields accept no smaller unit than ms,
+// and anything shorter than a second would hammer the registries.
+func positiveDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err == nil && d < time.Second {
+		err = fmt.Errorf("%s is shorter than 1s", v)
+	}
+	return d.Round(time.Second), err
+}

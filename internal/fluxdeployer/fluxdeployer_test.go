@@ -1,0 +1,10 @@
+package fluxdeployer
+
+import "testing"
+
+// TestFluxDeployer runs every envtest test of the package against one API server with the Flux CRDs installed;
+// testenv.Start ties the server's lifetime to a test, so the tests are subtests of this one.
+func TestFluxDeployer(t *testing.T) {
+	h := newHarness(t)
+	t.Run("GoldenFluxObjects", func(t *testing.T) { testGoldenFluxObjects(t, h) })
+}

@@ -1,0 +1,189 @@
+// Package fluxdeployer turns ArtifactDeployments into Flux objects (HelmRepository or OCIRepository with a
+// HelmRelease, or OCIRepository with a Kustomization) named exactly like the ArtifactDeployment, and reports
+// Flux's view of the rollout back on it.
+package fluxdeployer
+
+import (
+	"context"
+	"errors"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/fluxcd/pkg/runtime/patch"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	kuberecorder "k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// Reconciler reconciles ArtifactDeployments of the Flux manifest types.
+type Reconciler struct {
+	client        client.Client // reads from the manager's cache
+	apiReader     client.Reader // reads from the API server, for what the cache cannot answer
+	configReader  client.Reader // holds only the configuration ConfigMap
+	serviceReader client.Reader // holds only Services labelled with an ArtifactDeployment
+	scheme        *runtime.Scheme
+	recorder      kuberecorder.EventRecorder
+	configKey     types.NamespacedName
+}
+
+// ownedConditions are the conditions of ArtifactDeployment this reconciler writes.
+var ownedConditions = []string{
+	meta.ReadyCondition, meta.ReconcilingCondition, meta.StalledCondition,
+	konfidencev1.ArtifactFetchedCondition, konfidencev1.ArtifactDeployedCondition,
+	konfidencev1.AppHealthyCondition, konfidencev1.DeploymentResultCreatedCondition,
+}
+
+// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmrepositories;ocirepositories,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmcharts,verbs=get;list;watch
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps;services;secrets,verbs=get;list;watch
+
+// Reconcile brings the Flux objects of one ArtifactDeployment in line with it and reports their state.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	ad := &konfidencev1.ArtifactDeployment{}
+	if err := r.client.Get(ctx, req.NamespacedName, ad); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// Other deployers own other manifest types; deletion is garbage collection of the owned Flux objects.
+	if !handled(ad) || !ad.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	patcher := patch.NewSerialPatcher(ad, r.client)
+	before := conditions.Get(ad, meta.ReadyCondition)
+	defer func() {
+		retErr = errors.Join(retErr, r.finalizeStatus(ctx, ad, patcher, before))
+	}()
+
+	result, err := r.reconcile(ctx, ad)
+	if err != nil {
+		return r.fail(ad, err)
+	}
+	return result, nil
+}
+
+// reconcile runs the steps of one reconcile in order; the first failure ends it.
+func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDeployment) (ctrl.Result, error) {
+	cfg, err := loadConfig(ctx, r.configReader, r.configKey)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := checkName(ad.Name); err != nil {
+		return ctrl.Result{}, err
+	}
+	resource, err := selectResource(ad)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	a, err := resolveAccess(resource)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	refs, err := resolveReferences(ctx, r.client, cfg, ad, a)
+	if err != nil {
+		return ctrl.Result{}, transient(konfidencev1.ApplyFailedReason, err)
+	}
+	objects, err := build(ad, a, refs, cfg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, obj := range objects {
+		outcome, err := r.apply(ctx, obj)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		r.recordApply(ad, obj, outcome)
+	}
+	ad.Status.ObservedGeneration = ad.Generation
+
+	_, helmChartSource := objects[0].(*sourcev1.HelmRepository)
+	stalled, err := r.observeFlux(ctx, ad, helmChartSource)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.results(ctx, ad, refs.target); err != nil {
+		return ctrl.Result{}, err
+	}
+	summarize(ad, stalled)
+	// Services of a remote target cannot be watched from here; look again every interval.
+	if refs.target.kubeConfig != nil {
+		return ctrl.Result{RequeueAfter: cfg.interval}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+func build(ad *konfidencev1.ArtifactDeployment, a artifact, refs references, cfg config) ([]client.Object, error) {
+	if ad.Spec.Manifest.Type == KustomizeManifestType {
+		return buildKustomize(ad, a, refs, cfg)
+	}
+	return buildHelm(ad, a, refs, cfg)
+}
+
+// results collects the deployment results once Flux reports the artifact deployed; until then the previous ones
+// stand, since a rollout in progress leaves the old Services serving.
+func (r *Reconciler) results(ctx context.Context, ad *konfidencev1.ArtifactDeployment, t target) error {
+	if !conditions.IsTrue(ad, konfidencev1.ArtifactDeployedCondition) {
+		conditions.MarkUnknown(ad, konfidencev1.DeploymentResultCreatedCondition, meta.ProgressingReason, "waiting for the deployment")
+		return nil
+	}
+	err := r.collectResults(ctx, ad, t)
+	if err != nil {
+		se := asStepError(err, konfidencev1.DeploymentResultFailedReason)
+		conditions.MarkFalse(ad, konfidencev1.DeploymentResultCreatedCondition, se.reason, "%s", se.err)
+	}
+	return err
+}
+
+// fail records a failed step on Ready (and Stalled when only a change of the input helps). A terminal failure
+// is not retried: the watches requeue the ArtifactDeployment when its input or the configuration changes.
+func (r *Reconciler) fail(ad *konfidencev1.ArtifactDeployment, err error) (ctrl.Result, error) {
+	se := asStepError(err, meta.ReconciliationFailedReason)
+	conditions.MarkFalse(ad, meta.ReadyCondition, se.reason, "%s", se.err)
+	if se.stalled {
+		conditions.MarkStalled(ad, se.reason, "%s", se.err)
+		conditions.Delete(ad, meta.ReconcilingCondition)
+		ad.Status.ObservedGeneration = ad.Generation
+		return ctrl.Result{}, nil
+	}
+	conditions.MarkReconciling(ad, meta.ProgressingWithRetryReason, "%s", se.err)
+	conditions.Delete(ad, meta.StalledCondition)
+	return ctrl.Result{}, se
+}
+
+// finalizeStatus patches the status and emits an event when Ready changed: a warning for every new failure
+// reason, a normal event when the artifact became ready.
+func (r *Reconciler) finalizeStatus(ctx context.Context, ad *konfidencev1.ArtifactDeployment, patcher *patch.SerialPatcher, before *metav1.Condition) error {
+	if ready := conditions.Get(ad, meta.ReadyCondition); ready != nil &&
+		(before == nil || before.Status != ready.Status || before.Reason != ready.Reason || before.Message != ready.Message) {
+		switch ready.Status {
+		case metav1.ConditionFalse:
+			r.recorder.Event(ad, corev1.EventTypeWarning, ready.Reason, ready.Message)
+		case metav1.ConditionTrue:
+			r.recorder.Event(ad, corev1.EventTypeNormal, ready.Reason, ready.Message)
+		}
+	}
+	return patcher.Patch(ctx, ad,
+		patch.WithOwnedConditions{Conditions: ownedConditions},
+		patch.WithForceOverwriteConditions{},
+		patch.WithFieldOwner(FieldManager),
+	)
+}
+
+func (r *Reconciler) recordApply(ad *konfidencev1.ArtifactDeployment, obj client.Object, outcome applyOutcome) {
+	kind := obj.GetObjectKind().GroupVersionKind().Kind
+	switch outcome {
+	case created:
+		r.recorder.Eventf(ad, corev1.EventTypeNormal, konfidencev1.FluxObjectCreatedReason, "created %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
+	case updated:
+		r.recorder.Eventf(ad, corev1.EventTypeNormal, konfidencev1.FluxObjectUpdatedReason, "updated %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
+	}
+}

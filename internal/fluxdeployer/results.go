@@ -1,0 +1,117 @@
+package fluxdeployer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// ServiceResultType is the type of the deployment result a Service yields.
+const ServiceResultType = "http-k8s-service"
+
+// serviceResultSpec is the spec of a ServiceResultType result.
+type serviceResultSpec struct {
+	Namespace string        `json:"namespace"`
+	K8sName   string        `json:"k8sName"`
+	Ports     []servicePort `json:"ports"`
+}
+
+type servicePort struct {
+	Name     string `json:"name,omitempty"`
+	Port     int32  `json:"port"`
+	Protocol string `json:"protocol"`
+}
+
+// collectResults records one result per Service of the deployment that carries the deployment-result annotation
+// (its value names the result; empty means the Service's name). Services are found by the label Flux stamps on
+// everything it renders for this ArtifactDeployment.
+func (r *Reconciler) collectResults(ctx context.Context, ad *konfidencev1.ArtifactDeployment, t target) error {
+	reader, err := r.targetReader(ctx, ad.Namespace, t)
+	if err != nil {
+		return err
+	}
+	services := &corev1.ServiceList{}
+	if err := reader.List(ctx, services, client.InNamespace(t.namespace),
+		client.MatchingLabels{konfidencev1.ArtifactDeploymentLabel: ad.Name}); err != nil {
+		return transient(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("listing Services in %s: %w", t.namespace, err))
+	}
+	claimedBy := map[string]string{}
+	var results []konfidencev1.DeploymentResult
+	for _, svc := range services.Items {
+		name, ok := svc.Annotations[konfidencev1.DeploymentResultLabel]
+		if !ok {
+			continue
+		}
+		if name == "" {
+			name = svc.Name
+		}
+		if other, dup := claimedBy[name]; dup {
+			return terminal(konfidencev1.DuplicateDeploymentResultReason,
+				"Services %s and %s in %s both claim deployment result %q", other, svc.Name, t.namespace, name)
+		}
+		claimedBy[name] = svc.Name
+		spec := serviceResultSpec{Namespace: svc.Namespace, K8sName: svc.Name, Ports: []servicePort{}}
+		for _, p := range svc.Spec.Ports {
+			spec.Ports = append(spec.Ports, servicePort{Name: p.Name, Port: p.Port, Protocol: string(p.Protocol)})
+		}
+		raw, err := json.Marshal(spec)
+		if err != nil {
+			return err
+		}
+		results = append(results, konfidencev1.DeploymentResult{Name: name, Type: ServiceResultType, Spec: &apiextensionsv1.JSON{Raw: raw}})
+	}
+	slices.SortFunc(results, func(a, b konfidencev1.DeploymentResult) int { return strings.Compare(a.Name, b.Name) })
+	ad.Status.DeploymentResult = results
+	conditions.MarkTrue(ad, konfidencev1.DeploymentResultCreatedCondition, meta.SucceededReason,
+		"%d deployment results from Services in %s", len(results), t.namespace)
+	return nil
+}
+
+// targetReader reads the target cluster: through the cache for the local one, through the target's kubeconfig
+// otherwise, as Flux does.
+func (r *Reconciler) targetReader(ctx context.Context, namespace string, t target) (client.Reader, error) {
+	if t.kubeConfig == nil {
+		return r.serviceReader, nil
+	}
+	ref := t.kubeConfig.SecretRef
+	if ref == nil {
+		return nil, terminal(konfidencev1.DeploymentResultFailedReason,
+			"the target of namespace %s is given by ConfigMap %s (cloud identity); results are read only through a kubeconfig Secret",
+			namespace, t.kubeConfig.ConfigMapRef.Name)
+	}
+	secret := &corev1.Secret{}
+	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, secret); err != nil {
+		return nil, transient(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("reading kubeconfig Secret %s/%s: %w", namespace, ref.Name, err))
+	}
+	// The keys Flux reads when secretRef.key is empty.
+	keys := []string{ref.Key}
+	if ref.Key == "" {
+		keys = []string{"value", "value.yaml"}
+	}
+	for _, k := range keys {
+		if data, ok := secret.Data[k]; ok {
+			cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+			if err != nil {
+				return nil, terminal(konfidencev1.DeploymentResultFailedReason, "kubeconfig Secret %s/%s key %s: %v", namespace, ref.Name, k, err)
+			}
+			c, err := client.New(cfg, client.Options{Scheme: r.scheme})
+			if err != nil {
+				return nil, transient(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("client for the target of %s: %w", namespace, err))
+			}
+			return c, nil
+		}
+	}
+	return nil, terminal(konfidencev1.DeploymentResultFailedReason, "kubeconfig Secret %s/%s has none of the keys %v", namespace, ref.Name, keys)
+}

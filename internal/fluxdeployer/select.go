@@ -1,0 +1,73 @@
+package fluxdeployer
+
+import (
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// Manifest types the Flux deployer handles; ArtifactDeployments of any other type belong to another deployer.
+const (
+	HelmManifestType      = "cloud.konfidence.flux.helm"
+	KustomizeManifestType = "cloud.konfidence.flux.kustomize"
+)
+
+// maxReleaseNameLength is Helm's limit on release names; the ArtifactDeployment's name is the release name.
+const maxReleaseNameLength = 53
+
+// deployer is one way of deploying: the component resource type it deploys and the reason for ambiguous input.
+type deployer struct {
+	resourceType   string
+	multipleReason string
+}
+
+var deployers = map[string]deployer{
+	HelmManifestType:      {resourceType: "helmChart", multipleReason: konfidencev1.MultipleHelmChartResourcesReason},
+	KustomizeManifestType: {resourceType: "kustomize", multipleReason: konfidencev1.MultipleKustomizeResourcesReason},
+}
+
+// handled reports whether the Flux deployer owns the ArtifactDeployment.
+func handled(ad *konfidencev1.ArtifactDeployment) bool {
+	_, ok := deployers[ad.Spec.Manifest.Type]
+	return ok
+}
+
+// selectResource returns the one component resource the manifest deploys. Picking one of several would deploy
+// something the author did not choose, so more than one is an error like none.
+func selectResource(ad *konfidencev1.ArtifactDeployment) (*konfidencev1.Resource, error) {
+	d := deployers[ad.Spec.Manifest.Type]
+	var found []*konfidencev1.Resource
+	for i := range ad.Spec.Component.Resources {
+		if r := &ad.Spec.Component.Resources[i]; r.Type == d.resourceType {
+			found = append(found, r)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return nil, terminal(konfidencev1.NoDeployableResourceReason,
+			"component %s:%s has no resource of type %s", ad.Spec.Component.Name, ad.Spec.Component.Version, d.resourceType)
+	default:
+		names := make([]string, len(found))
+		for i, r := range found {
+			names[i] = r.Name
+		}
+		return nil, terminal(d.multipleReason,
+			"component %s:%s has %d resources of type %s (%v); exactly one is deployed",
+			ad.Spec.Component.Name, ad.Spec.Component.Version, len(found), d.resourceType, names)
+	}
+}
+
+// checkName refuses a name that cannot be used verbatim for every Flux object and the Helm release. The name is
+// built upstream; renaming here would break the one-to-one mapping the naming scheme guarantees.
+func checkName(name string) error {
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return terminal(konfidencev1.InvalidNameReason, "name %q is not a DNS-1123 label: %v", name, errs)
+	}
+	if len(name) > maxReleaseNameLength {
+		return terminal(konfidencev1.InvalidNameReason,
+			"name %q has %d characters; a Helm release name has at most %d", name, len(name), maxReleaseNameLength)
+	}
+	return nil
+}

@@ -1,0 +1,179 @@
+package fluxdeployer
+
+import (
+	"context"
+	"fmt"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// fluxObject is a Flux object whose status the deployer reads.
+type fluxObject interface {
+	client.Object
+	conditions.Getter
+}
+
+// fluxView is what a Flux object says, as far as it concerns the current spec.
+type fluxView struct {
+	kind string
+	key  types.NamespacedName
+	obj  fluxObject // nil while the object does not exist (yet)
+}
+
+// condition returns condition t of the Flux object. Conditions written for an older generation say nothing about
+// the current spec, so they read as Unknown, like a missing object or condition.
+func (v fluxView) condition(t string) metav1.Condition {
+	waiting := func(format string, args ...any) metav1.Condition {
+		return metav1.Condition{Type: t, Status: metav1.ConditionUnknown, Reason: meta.ProgressingReason, Message: fmt.Sprintf(format, args...)}
+	}
+	if v.obj == nil {
+		return waiting("waiting for %s %s to be created", v.kind, v.key)
+	}
+	if g := observedGeneration(v.obj); g != v.obj.GetGeneration() {
+		return waiting("waiting for %s %s to reconcile generation %d", v.kind, v.key, v.obj.GetGeneration())
+	}
+	c := conditions.Get(v.obj, t)
+	if c == nil {
+		return waiting("waiting for %s %s to report %s", v.kind, v.key, t)
+	}
+	return metav1.Condition{Type: t, Status: c.Status, Reason: c.Reason, Message: c.Message}
+}
+
+func (v fluxView) stalled() *metav1.Condition {
+	if v.obj == nil || observedGeneration(v.obj) != v.obj.GetGeneration() || !conditions.IsStalled(v.obj) {
+		return nil
+	}
+	c := conditions.Get(v.obj, meta.StalledCondition)
+	return &metav1.Condition{Type: meta.StalledCondition, Status: metav1.ConditionTrue, Reason: c.Reason,
+		Message: fmt.Sprintf("%s %s: %s", v.kind, v.key, c.Message)}
+}
+
+func observedGeneration(obj fluxObject) int64 {
+	switch o := obj.(type) {
+	case *sourcev1.OCIRepository:
+		return o.Status.ObservedGeneration
+	case *sourcev1.HelmChart:
+		return o.Status.ObservedGeneration
+	case *helmv2.HelmRelease:
+		return o.Status.ObservedGeneration
+	case *kustomizev1.Kustomization:
+		return o.Status.ObservedGeneration
+	}
+	panic(fmt.Sprintf("no observedGeneration for %T", obj))
+}
+
+func (r *Reconciler) view(ctx context.Context, kind string, key types.NamespacedName, obj fluxObject) (fluxView, error) {
+	v := fluxView{kind: kind, key: key}
+	switch err := r.client.Get(ctx, key, obj); {
+	case err == nil:
+		v.obj = obj
+	case !apierrors.IsNotFound(err):
+		return v, transient(meta.ProgressingWithRetryReason, fmt.Errorf("reading %s %s: %w", kind, key, err))
+	}
+	return v, nil
+}
+
+// observeFlux copies Flux's view of the rollout into ArtifactFetched, ArtifactDeployed and AppHealthy.
+//   - fetched: the OCIRepository, or the HelmChart helm-controller creates for chart.spec (named
+//     <namespace>-<name>, in the HelmRepository's namespace) since an OCI HelmRepository has no status;
+//   - deployed: the Kustomization or HelmRelease Ready;
+//   - healthy: Kustomization Healthy (absent without wait: then Ready says it all), HelmRelease Released.
+//
+// It returns a Stalled condition when a Flux object reports one.
+func (r *Reconciler) observeFlux(ctx context.Context, ad *konfidencev1.ArtifactDeployment, helmChartSource bool) (*metav1.Condition, error) {
+	key := types.NamespacedName{Namespace: ad.Namespace, Name: ad.Name}
+	var source, deployment fluxView
+	var err error
+	switch {
+	case ad.Spec.Manifest.Type == KustomizeManifestType:
+		source, err = r.view(ctx, sourcev1.OCIRepositoryKind, key, &sourcev1.OCIRepository{})
+	case helmChartSource:
+		chartKey := types.NamespacedName{Namespace: ad.Namespace, Name: ad.Namespace + "-" + ad.Name}
+		source, err = r.view(ctx, sourcev1.HelmChartKind, chartKey, &sourcev1.HelmChart{})
+	default:
+		source, err = r.view(ctx, sourcev1.OCIRepositoryKind, key, &sourcev1.OCIRepository{})
+	}
+	if err != nil {
+		return nil, err
+	}
+	healthy := meta.HealthyCondition
+	if ad.Spec.Manifest.Type == KustomizeManifestType {
+		deployment, err = r.view(ctx, kustomizev1.KustomizationKind, key, &kustomizev1.Kustomization{})
+	} else {
+		deployment, err = r.view(ctx, helmv2.HelmReleaseKind, key, &helmv2.HelmRelease{})
+		healthy = helmv2.ReleasedCondition
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	setCondition(ad, konfidencev1.ArtifactFetchedCondition, source.condition(meta.ReadyCondition))
+	deployed := deployment.condition(meta.ReadyCondition)
+	setCondition(ad, konfidencev1.ArtifactDeployedCondition, deployed)
+	health := deployment.condition(healthy)
+	if health.Status == metav1.ConditionUnknown && deployed.Status == metav1.ConditionTrue && !conditions.Has(deployment.obj, healthy) {
+		health = metav1.Condition{Status: metav1.ConditionTrue, Reason: meta.SucceededReason,
+			Message: "applied without health checks (wait is disabled)"}
+	}
+	setCondition(ad, konfidencev1.AppHealthyCondition, health)
+
+	for _, v := range []fluxView{deployment, source} {
+		if s := v.stalled(); s != nil {
+			return s, nil
+		}
+	}
+	return nil, nil
+}
+
+func setCondition(ad *konfidencev1.ArtifactDeployment, t string, c metav1.Condition) {
+	c.Type = t
+	c.ObservedGeneration = ad.Generation
+	conditions.Set(ad, &c)
+}
+
+// summarize sets Ready, Reconciling and Stalled for kstatus: Ready is True when the artifact is deployed, healthy
+// and its results are collected; otherwise it carries the first failing step (False before Unknown), so its
+// reason says what to look at.
+func summarize(ad *konfidencev1.ArtifactDeployment, stalled *metav1.Condition) {
+	steps := []string{
+		konfidencev1.ArtifactFetchedCondition, konfidencev1.ArtifactDeployedCondition,
+		konfidencev1.AppHealthyCondition, konfidencev1.DeploymentResultCreatedCondition,
+	}
+	var first *metav1.Condition
+	for _, status := range []metav1.ConditionStatus{metav1.ConditionFalse, metav1.ConditionUnknown} {
+		for _, t := range steps {
+			if c := conditions.Get(ad, t); c != nil && c.Status == status && first == nil {
+				first = c
+			}
+		}
+	}
+	switch {
+	case first == nil:
+		setCondition(ad, meta.ReadyCondition, metav1.Condition{Status: metav1.ConditionTrue, Reason: meta.SucceededReason,
+			Message: fmt.Sprintf("Deployed %s:%s", ad.Spec.Component.Name, ad.Spec.Component.Version)})
+		conditions.Delete(ad, meta.ReconcilingCondition)
+		conditions.Delete(ad, meta.StalledCondition)
+	case stalled != nil:
+		setCondition(ad, meta.ReadyCondition, metav1.Condition{Status: metav1.ConditionFalse, Reason: stalled.Reason, Message: stalled.Message})
+		setCondition(ad, meta.StalledCondition, *stalled)
+		conditions.Delete(ad, meta.ReconcilingCondition)
+	default:
+		setCondition(ad, meta.ReadyCondition, metav1.Condition{Status: first.Status, Reason: first.Reason, Message: first.Message})
+		reason := meta.ProgressingReason
+		if first.Status == metav1.ConditionFalse {
+			reason = meta.ProgressingWithRetryReason // Flux retries and remediates on its own
+		}
+		conditions.MarkReconciling(ad, reason, "waiting for %s", first.Type)
+		conditions.Delete(ad, meta.StalledCondition)
+	}
+}

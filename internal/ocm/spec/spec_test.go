@@ -86,3 +86,11 @@ func TestNaming(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeAcceptsYAMLUnderJSONMediaType(t *testing.T) {
+	// OCM parses every encoding with a YAML parser, so a +json layer holding YAML still reads.
+	got, err := Decode(MediaTypeDescriptorJSON, []byte("component:\n  name: acme.org/z\n  version: 1.0.0\n"))
+	if err != nil || got.Component.Name != "acme.org/z" {
+		t.Errorf("Decode = %+v, %v", got, err)
+	}
+}

@@ -30,19 +30,33 @@ const (
 	MediaTypeLegacyDescriptorYAML      = "application/vnd.gardener.cloud.cnudie.component-descriptor.v2+yaml"
 	MediaTypeLegacyDescriptorYAMLTar   = "application/vnd.gardener.cloud.cnudie.component-descriptor.v2+yaml+tar"
 	MediaTypeLegacyDescriptorConfigTar = "application/vnd.oci.gardener.cloud.cnudie.component-descriptor.config.v2+yaml+tar"
-	MediaTypeComponentConfig           = "application/vnd.ocm.software.component.config.v1+json"
-	ArtifactTypeComponentDescriptor    = "application/vnd.ocm.software.component-descriptor.v2"
-	DescriptorTarFile                  = "component-descriptor.yaml"
-	ComponentDescriptorsPath           = "component-descriptors"
-	SchemaVersionV2                    = "v2"
-	HashAlgorithmSHA256                = "SHA-256"
-	NormalisationGenericBlobDigest     = "genericBlobDigest/v1"
-	AccessTypeLocalBlob                = "LocalBlob/v1"
-	AnnotationComponentVersion         = "software.ocm.componentversion"
-	AnnotationCreator                  = "software.ocm.creator"
-	AnnotationArtifact                 = "software.ocm.artifact"
-	CTFIndexFile                       = "artifact-index.json"
-	CTFBlobsDir                        = "blobs"
+
+	// DescriptorTarFile is the descriptor's file name inside the +tar encodings.
+	DescriptorTarFile = "component-descriptor.yaml"
+)
+
+// The OCI representation of a component version.
+const (
+	ComponentDescriptorsPath        = "component-descriptors"
+	MediaTypeComponentConfig        = "application/vnd.ocm.software.component.config.v1+json"
+	ArtifactTypeComponentDescriptor = "application/vnd.ocm.software.component-descriptor.v2"
+	AnnotationComponentVersion      = "software.ocm.componentversion"
+	AnnotationCreator               = "software.ocm.creator"
+	AnnotationArtifact              = "software.ocm.artifact"
+)
+
+// Values inside the descriptor document.
+const (
+	SchemaVersionV2                = "v2"
+	AccessTypeLocalBlob            = "LocalBlob/v1"
+	HashAlgorithmSHA256            = "SHA-256"
+	NormalisationGenericBlobDigest = "genericBlobDigest/v1"
+)
+
+// The CTF directory layout.
+const (
+	CTFIndexFile = "artifact-index.json"
+	CTFBlobsDir  = "blobs"
 
 	ctfIndexSchemaVersion = 1
 	// maxDescriptorTarEntries bounds the walk through a hostile tar full of tiny entries.

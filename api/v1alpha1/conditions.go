@@ -48,6 +48,14 @@ const (
 	AllowReuseAnnotation = "konfidence.cloud/allow-reuse"
 	// VectorDeploymentUIDAnnotation holds the owning VectorDeployment's UID when reuse is disabled.
 	VectorDeploymentUIDAnnotation = "konfidence.cloud/vector-deployment-uid"
+	// CollisionCountAnnotation holds the collision count folded into the name's hash, when above zero, so a
+	// VectorDeployment that adopts the object records the salt its name carries.
+	CollisionCountAnnotation = "konfidence.cloud/collision-count"
+
+	// ArtifactIdentityLabel holds the hash of the artifact's unsalted identity (component, version, and the
+	// VectorDeployment UID when reuse is off): every ArtifactDeployment of one identity carries the same value,
+	// whatever salt its name has, so they can be listed from the cache.
+	ArtifactIdentityLabel = "konfidence.cloud/artifact-identity"
 
 	// ArtifactDeploymentLabel names the ArtifactDeployment an object (Flux object, Service) belongs to.
 	ArtifactDeploymentLabel = "konfidence.cloud/artifact-deployment"

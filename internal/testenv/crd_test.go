@@ -2,8 +2,6 @@ package testenv
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -20,19 +18,7 @@ import (
 var env *Env
 
 func TestMain(m *testing.M) {
-	var stop func() error
-	var err error
-	env, stop, err = start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting envtest:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-		code = 1
-	}
-	os.Exit(code)
+	Main(m, func(e *Env) { env = e })
 }
 
 func newVectorDeployment(name string) *konfidencev1.VectorDeployment {

@@ -6,6 +6,7 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +50,23 @@ func Start(t testing.TB, extraCRDDirs ...string) *Env {
 		}
 	})
 	return env
+}
+
+// Main starts one API server for a whole test binary: call it from TestMain. It hands the server to use, runs
+// the tests, stops the server and exits.
+func Main(m *testing.M, use func(*Env), extraCRDDirs ...string) {
+	env, stop, err := start(extraCRDDirs...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		os.Exit(1)
+	}
+	use(env)
+	code := m.Run()
+	if err := stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 func start(extraCRDDirs ...string) (*Env, func() error, error) {

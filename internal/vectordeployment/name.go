@@ -34,6 +34,12 @@ var ErrInvalidNameInput = errors.New("invalid ArtifactDeployment name input")
 // segment, as an RFC 1123 label of at most MaxNameLength characters: when too long, the basename is shortened
 // first, then dropped, then the version; the hash is never cut.
 func ArtifactDeploymentName(component, version, uid string, collisionCount int32) (name, hashValue string, err error) {
+	return artifactDeploymentName(component, version, uid, collisionCount, HashLength)
+}
+
+// artifactDeploymentName is ArtifactDeploymentName with the hash length as a parameter: tests shorten it to make
+// collisions happen on their own.
+func artifactDeploymentName(component, version, uid string, collisionCount int32, hashLength int) (name, hashValue string, err error) {
 	switch {
 	case strings.TrimSpace(component) == "":
 		return "", "", fmt.Errorf("%w: component name is empty", ErrInvalidNameInput)
@@ -46,7 +52,7 @@ func ArtifactDeploymentName(component, version, uid string, collisionCount int32
 	var inputBuf [512]byte
 	input := appendHashInput(inputBuf[:0], component, version, uid, collisionCount)
 
-	const prefixRoom = MaxNameLength - HashLength - 1 // "<prefix>-<hash>"
+	prefixRoom := MaxNameLength - hashLength - 1 // "<prefix>-<hash>"
 	var versionBuf [sanitize.MaxDNSLabelLength]byte
 	versionLabel := sanitize.AppendDNSLabel(versionBuf[:0], version, sanitize.MaxDNSLabelLength)
 	basenameRoom := prefixRoom
@@ -67,11 +73,11 @@ func ArtifactDeploymentName(component, version, uid string, collisionCount int32
 	if len(versionLabel) > 0 {
 		out = append(append(out, versionLabel...), '-')
 	}
-	if out, err = hash.AppendFnv(out, input, HashLength); err != nil {
+	if out, err = hash.AppendFnv(out, input, hashLength); err != nil {
 		return "", "", err
 	}
 	name = string(out)
-	return name, name[len(name)-HashLength:], nil
+	return name, name[len(name)-hashLength:], nil
 }
 
 // appendHashInput encodes the hashed fields unambiguously: each is a one-letter tag, its length and its bytes,

@@ -1,0 +1,129 @@
+// Package vectordeployment holds the VectorDeployment reconciler: it reads a vector and creates one
+// ArtifactDeployment per artifact, under a name that is a pure function of the artifact's identity and a
+// collision counter persisted in the VectorDeployment's status.
+package vectordeployment
+
+import (
+	"context"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/events"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
+)
+
+// Reconciler reconciles VectorDeployments.
+type Reconciler struct {
+	client.Client
+	// APIReader reads around the cache, where a stale read would misjudge a name as free or taken.
+	APIReader client.Reader
+	Source    VectorSource
+	Recorder  record.EventRecorder
+
+	// hashLength is HashLength; tests shorten it so that names collide on their own.
+	hashLength int
+}
+
+// +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+
+// Reconcile brings one VectorDeployment's ArtifactDeployments and status up to date.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	vd := &konfidencev1.VectorDeployment{}
+	if err := r.Get(ctx, req.NamespacedName, vd); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !vd.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // owner references hand the ArtifactDeployments to the garbage collector
+	}
+	original := vd.DeepCopy()
+	result, err := r.reconcile(ctx, vd)
+	if writeErr := r.writeStatus(ctx, original, vd); writeErr != nil {
+		return ctrl.Result{}, writeErr
+	}
+	return result, err
+}
+
+// reconcile runs the steps of a reconcile on vd, recording their outcome in vd's status.
+func (r *Reconciler) reconcile(ctx context.Context, vd *konfidencev1.VectorDeployment) (ctrl.Result, error) {
+	artifacts, err := r.resolve(ctx, vd)
+	if err != nil || artifacts == nil {
+		return ctrl.Result{}, err
+	}
+	slots, err := r.syncArtifacts(ctx, vd, artifacts)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if recordSlots(vd, slots) {
+		// A counter was bumped: the status write that follows persists it (or fails on a stale read), and the
+		// next reconcile tries the salted name.
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
+	r.summarize(vd, artifacts, slots)
+	return ctrl.Result{}, artifactErrors(artifacts)
+}
+
+// Options configure the VectorDeployment reconciler from flags.
+type Options struct {
+	registrySecrets []string
+	concurrency     int
+}
+
+// BindFlags registers the reconciler's flags.
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	fs.StringSliceVar(&o.registrySecrets, "registry-secrets", nil,
+		"namespace/name of kubernetes.io/dockerconfigjson Secrets with credentials for the OCM registries (read at start)")
+	fs.IntVar(&o.concurrency, "vectordeployment-concurrency", 4, "VectorDeployments reconciled in parallel")
+}
+
+// SetupWithManager registers the reconciler with the manager.
+func (o *Options) SetupWithManager(mgr ctrl.Manager) error {
+	credentials, err := registryCredentials(context.Background(), mgr.GetAPIReader(), o.registrySecrets)
+	if err != nil {
+		return err
+	}
+	recorder, err := events.NewRecorder(mgr, ctrl.Log, "", "vectordeployment-controller")
+	if err != nil {
+		return err
+	}
+	r := &Reconciler{
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Source:     ocmSource{resolver: ocm.NewClient(ocm.Options{Credentials: credentials})},
+		Recorder:   recorder,
+		hashLength: HashLength,
+	}
+	return r.setupWithManager(mgr, controller.Options{MaxConcurrentReconciles: max(1, o.concurrency)})
+}
+
+func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&konfidencev1.VectorDeployment{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Every owner, not just the controller: a reusable ArtifactDeployment's readiness matters to each
+		// VectorDeployment that shares it.
+		Watches(&konfidencev1.ArtifactDeployment{}, handler.EnqueueRequestsFromMapFunc(owningVectorDeployments)).
+		WithOptions(opts).
+		Complete(r)
+}
+
+func owningVectorDeployments(_ context.Context, obj client.Object) []reconcile.Request {
+	var requests []reconcile.Request
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.Kind == "VectorDeployment" && ref.APIVersion == konfidencev1.GroupVersion.String() {
+			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: ref.Name}})
+		}
+	}
+	return requests
+}

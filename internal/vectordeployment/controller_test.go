@@ -1,0 +1,143 @@
+package vectordeployment
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+)
+
+func mustName(t testing.TB, component, version, uid string, count int32, hashLength int) string {
+	t.Helper()
+	name, _, err := artifactDeploymentName(component, version, uid, count, hashLength)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func TestVectorWithThreeArtifacts(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	ns := newNamespace(t)
+	helm := ocmtest.Artifact("acme.org/artifacts/frontend", "1.2.3+build.5", helmType, true)
+	kustomize := ocmtest.Artifact("acme.org/artifacts/config", "0.1.0", kustomizeType, true)
+	private := ocmtest.Artifact("acme.org/artifacts/database", "2.0.0", helmType, false)
+	vector := pushVector(t, reg, "acme.org/vectors/shop", helm, kustomize, private)
+	startManager(t, managerOptions{})
+	vd := createVectorDeployment(t, ns, "shop", vector)
+	vd = waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, "Succeeded")
+
+	want := map[string]struct {
+		cv  ocmtest.ComponentVersion
+		uid string
+	}{
+		mustName(t, helm.Name, helm.Version, "", 0, HashLength):                   {helm, ""},
+		mustName(t, kustomize.Name, kustomize.Version, "", 0, HashLength):         {kustomize, ""},
+		mustName(t, private.Name, private.Version, string(vd.UID), 0, HashLength): {private, string(vd.UID)},
+	}
+	ads := listADs(t, ns)
+	if len(ads) != len(want) {
+		t.Fatalf("got ArtifactDeployments %v, want %d", keys(ads), len(want))
+	}
+	for name, w := range want {
+		ad, ok := ads[name]
+		if !ok {
+			t.Fatalf("no ArtifactDeployment %s (have %v)", name, keys(ads))
+		}
+		reusable := w.uid == ""
+		a := ad.Annotations
+		if a[konfidencev1.ArtifactComponentAnnotation] != w.cv.Name || a[konfidencev1.ArtifactVersionAnnotation] != w.cv.Version ||
+			a[konfidencev1.ArtifactHashAnnotation] != name[len(name)-HashLength:] || a[konfidencev1.AllowReuseAnnotation] != fmt.Sprint(reusable) ||
+			a[konfidencev1.VectorDeploymentUIDAnnotation] != w.uid {
+			t.Errorf("%s: annotations %v", name, a)
+		}
+		if got := ad.Labels[konfidencev1.ArtifactIdentityLabel]; got != mustName(t, w.cv.Name, w.cv.Version, w.uid, 0, HashLength)[len(name)-HashLength:] {
+			t.Errorf("%s: identity label %q", name, got)
+		}
+		if len(ad.OwnerReferences) != 1 || ad.OwnerReferences[0].UID != vd.UID || ptr.Deref(ad.OwnerReferences[0].Controller, false) == reusable {
+			t.Errorf("%s: owner references %+v (reusable %v)", name, ad.OwnerReferences, reusable)
+		}
+		if ad.Spec.Component.Name != w.cv.Name || ad.Spec.Component.Version != w.cv.Version || ad.Spec.Manifest.AllowReuse != reusable ||
+			len(ad.Spec.Component.Resources) != 1 || ad.Spec.Component.Resources[0].Type != "helmChart" {
+			t.Errorf("%s: spec %+v", name, ad.Spec)
+		}
+		if got := vd.Status.ResultingArtifactDeployments[w.cv.Name]; got.Name != name || got.CollisionCount != nil {
+			t.Errorf("status.resultingArtifactDeployments[%s] = %+v, want %s", w.cv.Name, got, name)
+		}
+	}
+	if conditions.IsReady(vd) || !conditions.IsReconciling(vd) {
+		t.Errorf("before the ArtifactDeployments are ready: Ready %v, Reconciling %v", conditions.Get(vd, "Ready"), conditions.Get(vd, "Reconciling"))
+	}
+	waitForEvent(t, ns, vd.Name, "ArtifactDeploymentCreated", helm.Name)
+
+	result := konfidencev1.DeploymentResult{Name: "frontend", Type: "http-k8s-service"}
+	for name, ad := range ads {
+		if name == mustName(t, helm.Name, helm.Version, "", 0, HashLength) {
+			markReady(t, ad, result)
+		} else {
+			markReady(t, ad)
+		}
+	}
+	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, "Succeeded")
+	if conditions.Has(vd, konfidencev1.ReconcilingCondition) || conditions.Has(vd, konfidencev1.StalledCondition) {
+		t.Errorf("ready VectorDeployment still has Reconciling/Stalled: %+v", vd.Status.Conditions)
+	}
+	if got := vd.Status.DeploymentResults[helm.Name]; len(got) != 1 || got[0].Name != "frontend" {
+		t.Errorf("deploymentResults[%s] = %+v", helm.Name, got)
+	}
+	if vd.Status.ObservedGeneration != vd.Generation {
+		t.Errorf("observedGeneration %d, generation %d", vd.Status.ObservedGeneration, vd.Generation)
+	}
+}
+
+func TestTwoVectorDeploymentsShareReusableArtifacts(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	ns := newNamespace(t)
+	shared := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
+	private := ocmtest.Artifact("acme.org/artifacts/database", "1.0.0", helmType, false)
+	vector := pushVector(t, reg, "acme.org/vectors/shop", shared, private)
+	startManager(t, managerOptions{})
+	a := createVectorDeployment(t, ns, "a", vector)
+	b := createVectorDeployment(t, ns, "b", vector)
+	waitForCondition(t, a, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, "Succeeded")
+	waitForCondition(t, b, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, "Succeeded")
+
+	var ads map[string]*konfidencev1.ArtifactDeployment
+	sharedName := mustName(t, shared.Name, shared.Version, "", 0, HashLength)
+	eventually(t, 10*time.Second, func() error {
+		ads = listADs(t, ns)
+		if n := len(ads[sharedName].OwnerReferences); n != 2 {
+			return fmt.Errorf("shared ArtifactDeployment %s has %d owners", sharedName, n)
+		}
+		return nil
+	})
+	if len(ads) != 3 {
+		t.Fatalf("want one shared and two private ArtifactDeployments, got %v", keys(ads))
+	}
+	for _, ref := range ads[sharedName].OwnerReferences {
+		if ptr.Deref(ref.Controller, false) {
+			t.Errorf("a shared ArtifactDeployment has a controller owner: %+v", ref)
+		}
+	}
+	for _, vd := range []*konfidencev1.VectorDeployment{a, b} {
+		vd = getVD(t, vd)
+		if _, ok := ads[mustName(t, private.Name, private.Version, string(vd.UID), 0, HashLength)]; !ok {
+			t.Errorf("no private ArtifactDeployment for %s", vd.Name)
+		}
+	}
+	waitForEvent(t, ns, "b", "ArtifactDeploymentAdopted", sharedName)
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -1,0 +1,245 @@
+package vectordeployment
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/fluxcd/pkg/runtime/events"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	testenv.Main(m, func(e *testenv.Env) { env = e })
+}
+
+const (
+	helmType      = "cloud.konfidence.flux.helm"
+	kustomizeType = "cloud.konfidence.flux.kustomize"
+)
+
+// managerOptions tune a test manager.
+type managerOptions struct {
+	hashLength int
+	resolver   ocm.Resolver
+	// apiRequests, when set, counts the manager's requests to the API server.
+	apiRequests *atomic.Int64
+}
+
+// startManager runs the VectorDeployment reconciler in its own manager against the shared API server, as a
+// replica of the operator would, and returns a function that stops it.
+func startManager(t testing.TB, o managerOptions) (stop func()) {
+	t.Helper()
+	if o.hashLength == 0 {
+		o.hashLength = HashLength
+	}
+	if o.resolver == nil {
+		o.resolver = ocm.NewClient(ocm.Options{})
+	}
+	cfg := rest.CopyConfig(env.Config)
+	if o.apiRequests != nil {
+		cfg.Wrap(countingTransport(o.apiRequests))
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorder, err := events.NewRecorder(mgr, ctrl.Log, "", "vectordeployment-controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Source:     ocmSource{resolver: o.resolver},
+		Recorder:   recorder,
+		hashLength: o.hashLength,
+	}
+	// Several managers live in one test binary, so the controller name repeats.
+	if err := r.setupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: ptr.To(true)}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func countingTransport(n *atomic.Int64) func(http.RoundTripper) http.RoundTripper {
+	return func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			n.Add(1)
+			return next.RoundTrip(req)
+		})
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+func newNamespace(t testing.TB) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "vd-"}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+func createVectorDeployment(t testing.TB, namespace, name, vector string) *konfidencev1.VectorDeployment {
+	t.Helper()
+	vd := &konfidencev1.VectorDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec:       konfidencev1.VectorDeploymentSpec{Vector: vector},
+	}
+	if err := env.Client.Create(context.Background(), vd); err != nil {
+		t.Fatal(err)
+	}
+	return vd
+}
+
+// eventually retries check until it returns nil, failing the test with its last error after timeout.
+func eventually(t testing.TB, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func getVD(t testing.TB, vd *konfidencev1.VectorDeployment) *konfidencev1.VectorDeployment {
+	t.Helper()
+	got := &konfidencev1.VectorDeployment{}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(vd), got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func listADs(t testing.TB, namespace string) map[string]*konfidencev1.ArtifactDeployment {
+	t.Helper()
+	list := &konfidencev1.ArtifactDeploymentList{}
+	if err := env.Client.List(context.Background(), list, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*konfidencev1.ArtifactDeployment{}
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out
+}
+
+// waitForCondition waits until the VectorDeployment's condition has the status and reason.
+func waitForCondition(t testing.TB, vd *konfidencev1.VectorDeployment, condType string, status metav1.ConditionStatus, reason string) *konfidencev1.VectorDeployment {
+	t.Helper()
+	var got *konfidencev1.VectorDeployment
+	eventually(t, 30*time.Second, func() error {
+		got = getVD(t, vd)
+		c := conditions.Get(got, condType)
+		if c == nil || c.Status != status || c.Reason != reason {
+			return fmt.Errorf("%s: condition %s = %+v, want %s/%s", vd.Name, condType, c, status, reason)
+		}
+		return nil
+	})
+	return got
+}
+
+// eventMessages returns the messages of the events with a reason recorded for an object.
+func eventMessages(t testing.TB, namespace, objectName, reason string) []string {
+	t.Helper()
+	list := &corev1.EventList{}
+	if err := env.Client.List(context.Background(), list, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name == objectName && e.Reason == reason {
+			msgs = append(msgs, e.Message)
+		}
+	}
+	return msgs
+}
+
+func waitForEvent(t testing.TB, namespace, objectName, reason string, contains ...string) string {
+	t.Helper()
+	var found string
+	eventually(t, 30*time.Second, func() error {
+		for _, m := range eventMessages(t, namespace, objectName, reason) {
+			ok := true
+			for _, c := range contains {
+				ok = ok && strings.Contains(m, c)
+			}
+			if ok {
+				found = m
+				return nil
+			}
+		}
+		list := &corev1.EventList{}
+		_ = env.Client.List(context.Background(), list, client.InNamespace(namespace))
+		var seen []string
+		for _, e := range list.Items {
+			seen = append(seen, e.InvolvedObject.Name+"/"+e.Reason+": "+e.Message)
+		}
+		return fmt.Errorf("no %s event on %s containing %q; events: %q", reason, objectName, contains, seen)
+	})
+	return found
+}
+
+// markReady sets an ArtifactDeployment's Ready condition as the Flux deployer would.
+func markReady(t testing.TB, ad *konfidencev1.ArtifactDeployment, results ...konfidencev1.DeploymentResult) {
+	t.Helper()
+	conditions.MarkTrue(ad, konfidencev1.ReadyCondition, "Succeeded", "deployed")
+	ad.Status.DeploymentResult = results
+	if err := env.Client.Status().Update(context.Background(), ad); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pushVector(t testing.TB, reg *ocmtest.Registry, vector string, artifacts ...ocmtest.ComponentVersion) string {
+	t.Helper()
+	reg.Push(t, "", artifacts...)
+	reg.Push(t, "", ocmtest.Vector(vector, "1.0.0", artifacts...))
+	return reg.Ref("", vector, "1.0.0")
+}

@@ -1,0 +1,94 @@
+package vectordeployment
+
+import (
+	"fmt"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fluxdeployer/fluxdeployer/pkg/hash"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// identity is what makes two ArtifactDeployments the same deployment: the same artifact, shared by every
+// VectorDeployment when reuse is allowed, or owned by one VectorDeployment when it is not. A name taken by the
+// same identity is reuse; taken by another, a collision.
+type identity struct {
+	component, version string
+	allowReuse         bool
+	// vectorDeploymentUID is set only when reuse is off.
+	vectorDeploymentUID types.UID
+}
+
+func identityOf(a Artifact, vd *konfidencev1.VectorDeployment) identity {
+	id := identity{component: a.Component, version: a.Version, allowReuse: a.Manifest.AllowReuse}
+	if !id.allowReuse {
+		id.vectorDeploymentUID = vd.UID
+	}
+	return id
+}
+
+// identityOfObject reads the identity an ArtifactDeployment was created for from its annotations.
+func identityOfObject(ad *konfidencev1.ArtifactDeployment) identity {
+	a := ad.Annotations
+	return identity{
+		component:           a[konfidencev1.ArtifactComponentAnnotation],
+		version:             a[konfidencev1.ArtifactVersionAnnotation],
+		allowReuse:          a[konfidencev1.AllowReuseAnnotation] == "true",
+		vectorDeploymentUID: types.UID(a[konfidencev1.VectorDeploymentUIDAnnotation]),
+	}
+}
+
+// name returns the ArtifactDeployment name and hash for this identity under a collision count.
+func (id identity) name(collisionCount int32, hashLength int) (name, hash string, err error) {
+	return artifactDeploymentName(id.component, id.version, string(id.vectorDeploymentUID), collisionCount, hashLength)
+}
+
+func (id identity) String() string {
+	if id.allowReuse {
+		return fmt.Sprintf("%s:%s (reusable)", id.component, id.version)
+	}
+	return fmt.Sprintf("%s:%s (for VectorDeployment %s)", id.component, id.version, id.vectorDeploymentUID)
+}
+
+// annotations are written on the ArtifactDeployment so that this identity can be recognised later, by this
+// controller and by the Flux deployer, without recomputing anything.
+func (id identity) annotations(hash string, collisionCount int32) map[string]string {
+	a := map[string]string{
+		konfidencev1.ArtifactComponentAnnotation: id.component,
+		konfidencev1.ArtifactVersionAnnotation:   id.version,
+		konfidencev1.ArtifactHashAnnotation:      hash,
+		konfidencev1.AllowReuseAnnotation:        strconv.FormatBool(id.allowReuse),
+	}
+	if id.vectorDeploymentUID != "" {
+		a[konfidencev1.VectorDeploymentUIDAnnotation] = string(id.vectorDeploymentUID)
+	}
+	if collisionCount > 0 {
+		a[konfidencev1.CollisionCountAnnotation] = strconv.Itoa(int(collisionCount))
+	}
+	return a
+}
+
+// collisionCountOf reads the salt an existing ArtifactDeployment's name carries.
+func collisionCountOf(ad *konfidencev1.ArtifactDeployment) int32 {
+	n, err := strconv.ParseInt(ad.Annotations[konfidencev1.CollisionCountAnnotation], 10, 32)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return int32(n)
+}
+
+// label is the value of ArtifactIdentityLabel: the full-length hash of the unsalted identity, so that every
+// ArtifactDeployment of this identity is found by one label selector whatever salt its name carries.
+func (id identity) label() string {
+	var buf [512]byte
+	input := appendHashInput(buf[:0], id.component, id.version, string(id.vectorDeploymentUID), 0)
+	h, _ := hash.AppendFnv(make([]byte, 0, HashLength), input, HashLength) // HashLength is in range
+	return string(h)
+}
+
+// matches tells whether an existing ArtifactDeployment was created for this identity.
+func (id identity) matches(ad *konfidencev1.ArtifactDeployment) bool {
+	return identityOfObject(ad) == id
+}

@@ -1,0 +1,32 @@
+package vectordeployment
+
+import (
+	"context"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// VectorSource reads a vector and the artifacts it references. internal/ocm implements it; the reconciler needs
+// nothing of OCM's wire format.
+type VectorSource interface {
+	// ResolveVector returns the vector's artifacts in reference order. The error is a failure of the vector
+	// itself; a failure of one artifact is that entry's Err, so the vector's other artifacts still deploy.
+	ResolveVector(ctx context.Context, ref string) ([]ResolvedArtifact, error)
+}
+
+// ResolvedArtifact is one artifact reference of a vector, read or failed.
+type ResolvedArtifact struct {
+	// Ref names the artifact (its component reference) in messages.
+	Ref      string
+	Artifact Artifact
+	Err      error
+}
+
+// Artifact is what an ArtifactDeployment is made of.
+type Artifact struct {
+	Component string
+	Version   string
+	Manifest  konfidencev1.ArtifactManifest
+	Tasks     []konfidencev1.TaskManifest
+	Resources []konfidencev1.Resource
+}

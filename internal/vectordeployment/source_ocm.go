@@ -1,0 +1,71 @@
+package vectordeployment
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
+)
+
+// ocmSource reads vectors through the OCM client and turns its artifacts into ArtifactDeployment spec parts.
+type ocmSource struct {
+	resolver ocm.Resolver
+}
+
+func (s ocmSource) ResolveVector(ctx context.Context, ref string) ([]ResolvedArtifact, error) {
+	v, err := s.resolver.ResolveVector(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ResolvedArtifact, len(v.Artifacts))
+	for i, a := range v.Artifacts {
+		out[i] = ResolvedArtifact{Ref: a.Component + ":" + a.Version, Artifact: artifactFromOCM(a)}
+	}
+	return out, nil
+}
+
+// artifactFromOCM copies what an ArtifactDeployment needs; the OCM client's values are shared with its cache.
+func artifactFromOCM(a *ocm.Artifact) Artifact {
+	out := Artifact{
+		Component: a.Component,
+		Version:   a.Version,
+		Manifest:  konfidencev1.ArtifactManifest{Type: a.Type, AllowReuse: a.AllowReuse},
+	}
+	for _, t := range a.Tasks {
+		out.Tasks = append(out.Tasks, konfidencev1.TaskManifest{
+			Name: t.Name, Type: t.Type, DependsOn: append([]string(nil), t.DependsOn...), Spec: rawJSON(t.Spec),
+		})
+	}
+	for _, r := range a.Resources {
+		out.Resources = append(out.Resources, konfidencev1.Resource{Name: r.Name, Type: r.Type, Content: rawJSON(r.Access)})
+	}
+	return out
+}
+
+func rawJSON(raw []byte) *apiextensionsv1.JSON {
+	if len(raw) == 0 {
+		return nil
+	}
+	return &apiextensionsv1.JSON{Raw: append([]byte(nil), raw...)}
+}
+
+// registryCredentials reads the configured kubernetes.io/dockerconfigjson Secrets ("namespace/name").
+func registryCredentials(ctx context.Context, reader client.Reader, refs []string) (ocm.Credentials, error) {
+	secrets := make([]corev1.Secret, len(refs))
+	for i, ref := range refs {
+		namespace, name, ok := strings.Cut(ref, "/")
+		if !ok || namespace == "" || name == "" {
+			return nil, fmt.Errorf("registry secret %q: want namespace/name", ref)
+		}
+		if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &secrets[i]); err != nil {
+			return nil, fmt.Errorf("registry secret %s: %w", ref, err)
+		}
+	}
+	return ocm.CredentialsFromSecrets(secrets...)
+}

@@ -1,0 +1,222 @@
+package vectordeployment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
+)
+
+// resolve reads the vector and records the outcome in the VectorDownloaded condition. It returns no artifacts
+// and no error when the vector failed for good: the status says why, and retrying cannot help.
+func (r *Reconciler) resolve(ctx context.Context, vd *konfidencev1.VectorDeployment) ([]ResolvedArtifact, error) {
+	artifacts, err := r.Source.ResolveVector(ctx, vd.Spec.Vector)
+	if err != nil {
+		r.fail(vd, string(ocm.ReasonOf(err)), ocm.IsPermanent(err), fmt.Sprintf("reading vector %s: %v", vd.Spec.Vector, err))
+		if ocm.IsPermanent(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if reason, msg := artifactFailures(artifacts); reason != "" {
+		conditions.MarkFalse(vd, konfidencev1.VectorDownloadedCondition, reason, "%s", msg)
+	} else {
+		conditions.MarkTrue(vd, konfidencev1.VectorDownloadedCondition, meta.SucceededReason,
+			"read vector %s and its %d artifacts", vd.Spec.Vector, len(artifacts))
+	}
+	return artifacts, nil
+}
+
+// fail records a failure of the whole VectorDeployment: not Ready, and Stalled when retrying cannot help.
+func (r *Reconciler) fail(vd *konfidencev1.VectorDeployment, reason string, permanent bool, msg string) {
+	conditions.MarkFalse(vd, konfidencev1.VectorDownloadedCondition, reason, "%s", msg)
+	conditions.MarkFalse(vd, konfidencev1.ReadyCondition, reason, "%s", msg)
+	if permanent {
+		conditions.MarkStalled(vd, reason, "%s", msg)
+		conditions.Delete(vd, konfidencev1.ReconcilingCondition)
+	} else {
+		conditions.MarkReconciling(vd, meta.ProgressingWithRetryReason, "%s", msg)
+		conditions.Delete(vd, konfidencev1.StalledCondition)
+	}
+	vd.Status.ObservedGeneration = vd.Generation
+	r.Recorder.Event(vd, corev1.EventTypeWarning, reason, msg)
+}
+
+// syncArtifacts syncs every artifact that was read. An artifact from which no name can be built fails alone,
+// like one that could not be read.
+func (r *Reconciler) syncArtifacts(ctx context.Context, vd *konfidencev1.VectorDeployment, artifacts []ResolvedArtifact) (map[string]slotResult, error) {
+	slots := map[string]slotResult{}
+	for i := range artifacts {
+		ra := &artifacts[i]
+		if ra.Err != nil {
+			continue
+		}
+		slot, err := r.syncArtifact(ctx, vd, ra.Artifact, collisionCountOfSlot(vd, ra.Artifact.Component))
+		if errors.Is(err, ErrInvalidNameInput) {
+			ra.Err = err
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		slots[ra.Artifact.Component] = slot
+	}
+	return slots, nil
+}
+
+func collisionCountOfSlot(vd *konfidencev1.VectorDeployment, component string) int32 {
+	return ptr.Deref(vd.Status.ResultingArtifactDeployments[component].CollisionCount, 0)
+}
+
+// recordSlots writes each slot into status.resultingArtifactDeployments and tells whether a collision counter
+// was bumped. A bumped count is permanent for its slot: the name it salts is the slot's name from then on.
+func recordSlots(vd *konfidencev1.VectorDeployment, slots map[string]slotResult) (bumped bool) {
+	if vd.Status.ResultingArtifactDeployments == nil && len(slots) > 0 {
+		vd.Status.ResultingArtifactDeployments = map[string]konfidencev1.ResultingArtifactDeployment{}
+	}
+	for component, slot := range slots {
+		entry := vd.Status.ResultingArtifactDeployments[component]
+		if slot.outcome != collided {
+			entry.Name = slot.name
+		}
+		if slot.collisionCount > 0 {
+			entry.CollisionCount = ptr.To(slot.collisionCount)
+		}
+		vd.Status.ResultingArtifactDeployments[component] = entry
+		if slot.outcome == collided {
+			bumped = true
+			conditions.MarkReconciling(vd, konfidencev1.ArtifactDeploymentHashCollisionReason, "%s", slot.message)
+		}
+	}
+	return bumped
+}
+
+// summarize sets the conditions and deployment results from the slots and the ArtifactDeployments' own status.
+func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []ResolvedArtifact, slots map[string]slotResult) {
+	vd.Status.ObservedGeneration = vd.Generation
+	vd.Status.DeploymentResults = nil
+	var notReady, limited []string
+	for component, slot := range slots {
+		if slot.outcome == collisionLimit {
+			limited = append(limited, slot.message)
+			continue
+		}
+		if results := slot.deployment.Status.DeploymentResult; len(results) > 0 {
+			if vd.Status.DeploymentResults == nil {
+				vd.Status.DeploymentResults = map[string][]konfidencev1.DeploymentResult{}
+			}
+			vd.Status.DeploymentResults[component] = results
+		}
+		if !conditions.IsReady(slot.deployment) {
+			notReady = append(notReady, slot.name)
+		}
+	}
+	failedReason, failedMsg := artifactFailures(artifacts)
+
+	switch {
+	case len(limited) > 0:
+		msg := fmt.Sprintf("gave up after %d collision salts: %s", konfidencev1.MaxCollisionCount, strings.Join(sorted(limited), "; "))
+		conditions.MarkFalse(vd, konfidencev1.ArtifactDeploymentsCreatedCondition, konfidencev1.HashCollisionLimitExceededReason, "%s", msg)
+		if !conditions.IsStalled(vd) || conditions.GetReason(vd, konfidencev1.StalledCondition) != konfidencev1.HashCollisionLimitExceededReason {
+			r.Recorder.Event(vd, corev1.EventTypeWarning, konfidencev1.HashCollisionLimitExceededReason, msg)
+		}
+		failedReason, failedMsg = konfidencev1.HashCollisionLimitExceededReason, msg
+	case failedReason != "":
+		conditions.MarkFalse(vd, konfidencev1.ArtifactDeploymentsCreatedCondition, failedReason, "%s", failedMsg)
+	default:
+		conditions.MarkTrue(vd, konfidencev1.ArtifactDeploymentsCreatedCondition, meta.SucceededReason,
+			"%d ArtifactDeployments exist", len(slots))
+	}
+
+	switch {
+	case failedReason != "":
+		conditions.MarkFalse(vd, konfidencev1.ReadyCondition, failedReason, "%s", failedMsg)
+		if isPermanentFailure(artifacts) || len(limited) > 0 {
+			conditions.MarkStalled(vd, failedReason, "%s", failedMsg)
+			conditions.Delete(vd, konfidencev1.ReconcilingCondition)
+		} else {
+			conditions.MarkReconciling(vd, meta.ProgressingWithRetryReason, "%s", failedMsg)
+			conditions.Delete(vd, konfidencev1.StalledCondition)
+		}
+	case len(notReady) > 0:
+		msg := fmt.Sprintf("waiting for %d of %d ArtifactDeployments to be ready: %s", len(notReady), len(slots), strings.Join(sorted(notReady), ", "))
+		conditions.MarkFalse(vd, konfidencev1.ReadyCondition, meta.ProgressingReason, "%s", msg)
+		conditions.MarkReconciling(vd, meta.ProgressingReason, "%s", msg)
+		conditions.Delete(vd, konfidencev1.StalledCondition)
+	default:
+		conditions.MarkTrue(vd, konfidencev1.ReadyCondition, meta.SucceededReason, "all %d ArtifactDeployments are ready", len(slots))
+		conditions.Delete(vd, konfidencev1.ReconcilingCondition)
+		conditions.Delete(vd, konfidencev1.StalledCondition)
+	}
+}
+
+// artifactFailures summarizes the artifacts that failed: the first one's reason, and a message naming each.
+func artifactFailures(artifacts []ResolvedArtifact) (reason, msg string) {
+	var msgs []string
+	for _, a := range artifacts {
+		if a.Err == nil {
+			continue
+		}
+		if reason == "" {
+			reason = failureReason(a.Err)
+		}
+		msgs = append(msgs, fmt.Sprintf("%s: %v", a.Ref, a.Err))
+	}
+	return reason, strings.Join(msgs, "; ")
+}
+
+func failureReason(err error) string {
+	if errors.Is(err, ErrInvalidNameInput) {
+		return konfidencev1.InvalidNameInputReason
+	}
+	return string(ocm.ReasonOf(err))
+}
+
+// isPermanentFailure tells whether some artifact failed in a way retrying cannot fix.
+func isPermanentFailure(artifacts []ResolvedArtifact) bool {
+	for _, a := range artifacts {
+		if a.Err != nil && (errors.Is(a.Err, ErrInvalidNameInput) || ocm.IsPermanent(a.Err)) {
+			return true
+		}
+	}
+	return false
+}
+
+// artifactErrors returns the retryable artifact failures, so the controller retries them with backoff.
+func artifactErrors(artifacts []ResolvedArtifact) error {
+	var errs []error
+	for _, a := range artifacts {
+		if a.Err != nil && !errors.Is(a.Err, ErrInvalidNameInput) && !ocm.IsPermanent(a.Err) {
+			errs = append(errs, fmt.Errorf("%s: %w", a.Ref, a.Err))
+		}
+	}
+	return kerrors.NewAggregate(errs)
+}
+
+// writeStatus persists vd's status when it changed, in one write. The write carries the resourceVersion it was
+// computed from, so a status computed from a stale read — in particular a collision counter another replica
+// already bumped — fails with a conflict instead of overwriting newer state (the DaemonSet controller's
+// stale-counter guard). Flux's patch helper cannot do this for fields other than conditions.
+func (r *Reconciler) writeStatus(ctx context.Context, original, vd *konfidencev1.VectorDeployment) error {
+	if equality.Semantic.DeepEqual(original.Status, vd.Status) {
+		return nil
+	}
+	return r.Status().Patch(ctx, vd, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}))
+}
+
+func sorted(s []string) []string {
+	slices.Sort(s)
+	return s
+}

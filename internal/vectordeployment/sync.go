@@ -1,0 +1,171 @@
+package vectordeployment
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// outcome is what syncArtifact did for one artifact.
+type outcome int
+
+const (
+	// adopted: an ArtifactDeployment of the same identity exists (reuse, or a resync); the VectorDeployment owns it.
+	adopted outcome = iota
+	// created: the ArtifactDeployment was created under the computed name.
+	created
+	// collided: the computed name is taken by another identity; the slot's counter must be bumped.
+	collided
+	// collisionLimit: the name still collides after MaxCollisionCount salts; the controller gives up on the slot.
+	collisionLimit
+)
+
+// slotResult is the state of one artifact's slot after syncArtifact.
+type slotResult struct {
+	outcome        outcome
+	name           string
+	collisionCount int32
+	// deployment is the ArtifactDeployment that serves the slot, for adopted and created.
+	deployment *konfidencev1.ArtifactDeployment
+	// message explains a collision.
+	message string
+}
+
+// syncArtifact makes sure an artifact has its ArtifactDeployment and that vd owns it.
+//
+// An ArtifactDeployment of the same identity is adopted under whatever name it has: a reusable artifact that was
+// deployed under a salted name while a squatter held its unsalted one keeps that one deployment even once the
+// squatter is gone (the limitation ADR-0034 leaves open). Otherwise the name is computed from the identity and
+// the slot's collision count, as the Deployment controller names ReplicaSets; a name held by another identity is
+// a collision the caller recovers from by bumping the count.
+func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDeployment, a Artifact, collisionCount int32) (slotResult, error) {
+	id := identityOf(a, vd)
+	existing, err := r.findByIdentity(ctx, vd.Namespace, id)
+	if err != nil {
+		return slotResult{}, err
+	}
+	if existing != nil {
+		return r.adopt(ctx, vd, id, existing, collisionCount)
+	}
+
+	name, hash, err := id.name(collisionCount, r.hashLength)
+	if err != nil {
+		return slotResult{}, err
+	}
+	desired := newArtifactDeployment(vd, a, id, name, hash, collisionCount)
+	if err := r.setOwner(vd, id, desired); err != nil {
+		return slotResult{}, err
+	}
+	err = r.Create(ctx, desired)
+	switch {
+	case err == nil:
+		creations.Inc()
+		r.Recorder.Eventf(vd, corev1.EventTypeNormal, "ArtifactDeploymentCreated", "Created ArtifactDeployment %s for %s", name, id)
+		log.FromContext(ctx).Info("created ArtifactDeployment", "artifactDeployment", name, "component", id.component, "version", id.version)
+		return slotResult{outcome: created, name: name, collisionCount: collisionCount, deployment: desired}, nil
+	case !apierrors.IsAlreadyExists(err):
+		return slotResult{}, fmt.Errorf("creating ArtifactDeployment %s: %w", name, err)
+	}
+
+	// The name is taken. Read the truth from the API server: the cache may not have the holder yet.
+	holder := &konfidencev1.ArtifactDeployment{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: vd.Namespace, Name: name}, holder); err != nil {
+		return slotResult{}, fmt.Errorf("reading ArtifactDeployment %s that holds the name: %w", name, err)
+	}
+	if id.matches(holder) {
+		return r.adopt(ctx, vd, id, holder, collisionCount)
+	}
+
+	collisions.Inc()
+	msg := fmt.Sprintf("ArtifactDeployment name %s for %s is taken by %s (collision count %d)", name, id, identityOfObject(holder), collisionCount)
+	r.Recorder.Event(vd, corev1.EventTypeWarning, konfidencev1.ArtifactDeploymentHashCollisionReason, msg)
+	log.FromContext(ctx).Info("ArtifactDeployment name collision", "artifactDeployment", name, "component", id.component, "version", id.version, "collisionCount", collisionCount)
+	if collisionCount >= konfidencev1.MaxCollisionCount {
+		return slotResult{outcome: collisionLimit, name: name, collisionCount: collisionCount, message: msg}, nil
+	}
+	return slotResult{outcome: collided, name: name, collisionCount: collisionCount + 1, message: msg}, nil
+}
+
+// findByIdentity returns the ArtifactDeployment of an identity, if any, from the cache. Should there be several
+// (only a bug could make them), the least salted one wins, so every reconciler picks the same.
+func (r *Reconciler) findByIdentity(ctx context.Context, namespace string, id identity) (*konfidencev1.ArtifactDeployment, error) {
+	list := &konfidencev1.ArtifactDeploymentList{}
+	if err := r.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{konfidencev1.ArtifactIdentityLabel: id.label()}); err != nil {
+		return nil, fmt.Errorf("listing ArtifactDeployments of %s: %w", id, err)
+	}
+	var found []*konfidencev1.ArtifactDeployment
+	for i := range list.Items {
+		if ad := &list.Items[i]; id.matches(ad) && ad.DeletionTimestamp.IsZero() {
+			found = append(found, ad)
+		}
+	}
+	if len(found) == 0 {
+		return nil, nil
+	}
+	return slices.MinFunc(found, func(a, b *konfidencev1.ArtifactDeployment) int {
+		if c := collisionCountOf(a) - collisionCountOf(b); c != 0 {
+			return int(c)
+		}
+		return strings.Compare(a.Name, b.Name)
+	}), nil
+}
+
+// adopt adds vd as an owner of an ArtifactDeployment of its identity. The owner-reference list is written with
+// an optimistic lock, so two VectorDeployments adopting at once cannot drop each other's reference.
+func (r *Reconciler) adopt(ctx context.Context, vd *konfidencev1.VectorDeployment, id identity, ad *konfidencev1.ArtifactDeployment, collisionCount int32) (slotResult, error) {
+	result := slotResult{outcome: adopted, name: ad.Name, collisionCount: max(collisionCount, collisionCountOf(ad)), deployment: ad}
+	if isOwnedBy(ad, vd) {
+		return result, nil
+	}
+	before := ad.DeepCopy()
+	if err := r.setOwner(vd, id, ad); err != nil {
+		return slotResult{}, err
+	}
+	if err := r.Patch(ctx, ad, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return slotResult{}, fmt.Errorf("adopting ArtifactDeployment %s: %w", ad.Name, err)
+	}
+	adoptions.Inc()
+	r.Recorder.Eventf(vd, corev1.EventTypeNormal, "ArtifactDeploymentAdopted", "Adopted ArtifactDeployment %s for %s", ad.Name, id)
+	log.FromContext(ctx).Info("adopted ArtifactDeployment", "artifactDeployment", ad.Name, "component", id.component, "version", id.version)
+	return result, nil
+}
+
+// setOwner makes vd an owner of ad: the controller of a non-reusable ArtifactDeployment, one of several
+// non-controlling owners of a reusable one, so Kubernetes garbage collection removes a shared ArtifactDeployment
+// only with its last VectorDeployment.
+func (r *Reconciler) setOwner(vd *konfidencev1.VectorDeployment, id identity, ad *konfidencev1.ArtifactDeployment) error {
+	if id.allowReuse {
+		return controllerutil.SetOwnerReference(vd, ad, r.Scheme())
+	}
+	return controllerutil.SetControllerReference(vd, ad, r.Scheme())
+}
+
+func isOwnedBy(ad *konfidencev1.ArtifactDeployment, vd *konfidencev1.VectorDeployment) bool {
+	return slices.ContainsFunc(ad.OwnerReferences, func(ref metav1.OwnerReference) bool { return ref.UID == vd.UID })
+}
+
+func newArtifactDeployment(vd *konfidencev1.VectorDeployment, a Artifact, id identity, name, hash string, collisionCount int32) *konfidencev1.ArtifactDeployment {
+	return &konfidencev1.ArtifactDeployment{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Namespace:   vd.Namespace,
+			Labels:      map[string]string{konfidencev1.ArtifactIdentityLabel: id.label()},
+			Annotations: id.annotations(hash, collisionCount),
+		},
+		Spec: konfidencev1.ArtifactDeploymentSpec{
+			Manifest:      a.Manifest,
+			TaskManifests: a.Tasks,
+			Component:     konfidencev1.Component{Name: a.Component, Version: a.Version, Resources: a.Resources},
+		},
+	}
+}

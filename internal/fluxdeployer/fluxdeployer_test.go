@@ -7,4 +7,7 @@ import "testing"
 func TestFluxDeployer(t *testing.T) {
 	h := newHarness(t)
 	t.Run("GoldenFluxObjects", func(t *testing.T) { testGoldenFluxObjects(t, h) })
+	t.Run("StatusMapping", func(t *testing.T) { testStatusMapping(t, h) })
+	t.Run("DeploymentResults", func(t *testing.T) { testDeploymentResults(t, h) })
+	t.Run("BadInput", func(t *testing.T) { testBadInput(t, h) })
 }

@@ -1,0 +1,177 @@
+package fluxdeployer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// testDeploymentResults: annotated Services of a deployment become its results, two Services claiming one
+// result name are refused, and a remote target's Services are read through its kubeconfig.
+func testDeploymentResults(t *testing.T, h *harness) {
+	// deployed creates a kustomize ArtifactDeployment whose Flux objects report success.
+	deployed := func(t *testing.T, r *Reconciler, ns string) *konfidencev1.ArtifactDeployment {
+		ad := artifactDeployment(ns, "backend-1-2-3-e1mvwibzp5", KustomizeManifestType,
+			resource("bundle", "kustomize", ociAccess("ociArtifact", "registry.example.com/bundles/backend:1.2.3")))
+		h.create(t, ad)
+		if _, err := h.reconcile(t, r, ad); err != nil {
+			t.Fatal(err)
+		}
+		h.setStatus(t, &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ad.Name}},
+			cond(meta.ReadyCondition, True, meta.SucceededReason, "stored artifact"))
+		h.setStatus(t, &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ad.Name}},
+			cond(meta.ReadyCondition, True, meta.ReconciliationSucceededReason, "Applied revision: 1.2.3"),
+			cond(meta.HealthyCondition, True, meta.SucceededReason, "Health check passed"))
+		return ad
+	}
+	// service is what kustomize-controller applies from a bundle, with the deployer's commonMetadata label and the
+	// nameSuffix.
+	service := func(ns, name, adName, result string, ports ...corev1.ServicePort) *corev1.Service {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
+				konfidencev1.ArtifactDeploymentLabel: adName, kustomizeNamespaceLabel: ns,
+			}},
+			Spec: corev1.ServiceSpec{Ports: ports},
+		}
+		if result != "-" {
+			svc.Annotations = map[string]string{konfidencev1.DeploymentResultLabel: result}
+		}
+		return svc
+	}
+	http := corev1.ServicePort{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}
+	grpc := corev1.ServicePort{Name: "grpc", Port: 9090, Protocol: corev1.ProtocolTCP}
+
+	t.Run("from annotated Services", func(t *testing.T) {
+		ns := "results"
+		h.namespace(t, ns)
+		h.configMap(t, ns, nil)
+		r, _ := h.direct(ns)
+		ad := deployed(t, r, ns)
+		h.create(t,
+			service(ns, "api-1-2-3-e1mvwibzp5", ad.Name, "api", http, grpc),
+			service(ns, "web-1-2-3-e1mvwibzp5", ad.Name, "", http),             // empty: the Service's name
+			service(ns, "metrics-1-2-3-e1mvwibzp5", ad.Name, "-", http),        // not a result
+			service(ns, "other-1-2-3-e1mvwibzp5", "someone-else", "api", http), // another deployment's
+		)
+		got, err := h.reconcile(t, r, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertCondition(t, got, konfidencev1.DeploymentResultCreatedCondition, True, meta.SucceededReason)
+		assertCondition(t, got, meta.ReadyCondition, True, meta.SucceededReason)
+		assertResults(t, got, map[string]serviceResultSpec{
+			"api": {Namespace: ns, K8sName: "api-1-2-3-e1mvwibzp5", Ports: []servicePort{
+				{Name: "http", Port: 80, Protocol: "TCP"}, {Name: "grpc", Port: 9090, Protocol: "TCP"}}},
+			"web-1-2-3-e1mvwibzp5": {Namespace: ns, K8sName: "web-1-2-3-e1mvwibzp5", Ports: []servicePort{{Name: "http", Port: 80, Protocol: "TCP"}}},
+		})
+	})
+
+	t.Run("duplicate result names", func(t *testing.T) {
+		ns := "results-duplicate"
+		h.namespace(t, ns)
+		h.configMap(t, ns, nil)
+		r, recorder := h.direct(ns)
+		ad := deployed(t, r, ns)
+		h.create(t, service(ns, "api-a", ad.Name, "api", http), service(ns, "api-b", ad.Name, "api", http))
+		got, err := h.reconcile(t, r, ad)
+		if err != nil {
+			t.Fatalf("a duplicate is terminal, not retried: %v", err)
+		}
+		assertCondition(t, got, konfidencev1.DeploymentResultCreatedCondition, False, konfidencev1.DuplicateDeploymentResultReason)
+		assertCondition(t, got, meta.ReadyCondition, False, konfidencev1.DuplicateDeploymentResultReason)
+		assertCondition(t, got, meta.StalledCondition, True, konfidencev1.DuplicateDeploymentResultReason)
+		if len(got.Status.DeploymentResult) != 0 {
+			t.Errorf("results recorded despite the duplicate: %+v", got.Status.DeploymentResult)
+		}
+		assertEvent(t, drainEvents(recorder), corev1.EventTypeWarning, konfidencev1.DuplicateDeploymentResultReason)
+	})
+
+	t.Run("remote target through its kubeconfig", func(t *testing.T) {
+		ns := "results-remote"
+		h.namespace(t, ns)
+		h.namespace(t, "remote-apps")
+		// The "remote" cluster is this API server, reached only through the kubeconfig in the Secret.
+		h.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "landscape"},
+			Data: map[string][]byte{"value": kubeconfig(t, h)}})
+		h.configMap(t, ns, map[string]string{
+			targetNamespaceKey:   "remote-apps",
+			deploymentTargetsKey: ns + ":\n  secretRef:\n    name: landscape\n",
+		})
+		r, _ := h.direct(ns)
+		r.serviceReader = unusableReader{t}
+		ad := deployed(t, r, ns)
+		h.create(t, service("remote-apps", "api-1-2-3-e1mvwibzp5", ad.Name, "api", http))
+		got, err := h.reconcile(t, r, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertCondition(t, got, meta.ReadyCondition, True, meta.SucceededReason)
+		assertResults(t, got, map[string]serviceResultSpec{
+			"api": {Namespace: "remote-apps", K8sName: "api-1-2-3-e1mvwibzp5", Ports: []servicePort{{Name: "http", Port: 80, Protocol: "TCP"}}},
+		})
+	})
+}
+
+func assertResults(t *testing.T, ad *konfidencev1.ArtifactDeployment, want map[string]serviceResultSpec) {
+	t.Helper()
+	if len(ad.Status.DeploymentResult) != len(want) {
+		t.Errorf("results %+v, want %d", ad.Status.DeploymentResult, len(want))
+	}
+	for _, res := range ad.Status.DeploymentResult {
+		var spec serviceResultSpec
+		if err := json.Unmarshal(res.Spec.Raw, &spec); err != nil {
+			t.Fatal(err)
+		}
+		w, ok := want[res.Name]
+		if !ok || res.Type != ServiceResultType {
+			t.Errorf("unexpected result %s of type %s", res.Name, res.Type)
+			continue
+		}
+		gotJSON, _ := json.Marshal(spec)
+		wantJSON, _ := json.Marshal(w)
+		if string(gotJSON) != string(wantJSON) {
+			t.Errorf("result %s: %s, want %s", res.Name, gotJSON, wantJSON)
+		}
+	}
+}
+
+// kubeconfig renders the test API server's admin credentials as a kubeconfig file.
+func kubeconfig(t *testing.T, h *harness) []byte {
+	t.Helper()
+	cfg := h.env.Config
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	kc.CurrentContext = "envtest"
+	raw, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// unusableReader fails the test when the local cluster is read where only the remote one may be.
+type unusableReader struct{ t *testing.T }
+
+func (u unusableReader) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	u.t.Error("read the local cluster for a remote target")
+	return errors.New("unusable")
+}
+
+func (u unusableReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	u.t.Error("listed the local cluster for a remote target")
+	return errors.New("unusable")
+}

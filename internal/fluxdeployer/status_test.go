@@ -1,0 +1,178 @@
+package fluxdeployer
+
+import (
+	"testing"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+const (
+	True    = metav1.ConditionTrue
+	False   = metav1.ConditionFalse
+	Unknown = metav1.ConditionUnknown
+)
+
+// testStatusMapping writes the status subresources of the Flux objects as Flux's controllers would and checks
+// that the ArtifactDeployment's conditions follow, in both directions.
+func testStatusMapping(t *testing.T, h *harness) {
+	t.Run("kustomize", func(t *testing.T) {
+		ns := "status-kustomize"
+		h.namespace(t, ns)
+		h.configMap(t, ns, nil)
+		r, recorder := h.direct(ns)
+		ad := artifactDeployment(ns, "backend-1-2-3-e1mvwibzp5", KustomizeManifestType,
+			resource("bundle", "kustomize", ociAccess("ociArtifact", "registry.example.com/bundles/backend:1.2.3")))
+		h.create(t, ad)
+		got, err := h.reconcile(t, r, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Just created: Flux has not looked at the objects yet.
+		assertCondition(t, got, konfidencev1.ArtifactFetchedCondition, Unknown, meta.ProgressingReason)
+		assertCondition(t, got, meta.ReadyCondition, Unknown, meta.ProgressingReason)
+		assertCondition(t, got, meta.ReconcilingCondition, True, meta.ProgressingReason)
+
+		repo, ks := &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ad.Name}}, &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ad.Name}}
+		h.setStatus(t, repo, cond(meta.ReadyCondition, True, meta.SucceededReason, "stored artifact for digest '1.2.3@sha256:abc'"))
+		h.setStatus(t, ks,
+			cond(meta.ReadyCondition, True, meta.ReconciliationSucceededReason, "Applied revision: 1.2.3@sha256:abc"),
+			cond(meta.HealthyCondition, True, meta.SucceededReason, "Health check passed"))
+		got, err = h.reconcile(t, r, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertCondition(t, got, konfidencev1.ArtifactFetchedCondition, True, meta.SucceededReason)
+		assertCondition(t, got, konfidencev1.ArtifactDeployedCondition, True, meta.ReconciliationSucceededReason)
+		assertCondition(t, got, konfidencev1.AppHealthyCondition, True, meta.SucceededReason)
+		assertCondition(t, got, konfidencev1.DeploymentResultCreatedCondition, True, meta.SucceededReason)
+		assertCondition(t, got, meta.ReadyCondition, True, meta.SucceededReason)
+		if c := conditionOf(got, konfidencev1.ArtifactDeployedCondition); c.Message != "Applied revision: 1.2.3@sha256:abc" {
+			t.Errorf("ArtifactDeployed message %q not carried over", c.Message)
+		}
+		for _, gone := range []string{meta.ReconcilingCondition, meta.StalledCondition} {
+			if c := conditionOf(got, gone); c != nil {
+				t.Errorf("%s still set on a ready ArtifactDeployment: %+v", gone, c)
+			}
+		}
+		assertEvent(t, drainEvents(recorder), corev1.EventTypeNormal, meta.SucceededReason)
+
+		// The workloads turn unhealthy: back to False, with Flux's reason on Ready.
+		h.setStatus(t, ks,
+			cond(meta.ReadyCondition, False, meta.HealthCheckFailedReason, "timeout waiting for: [Deployment/apps/backend status: 'InProgress']"),
+			cond(meta.HealthyCondition, False, meta.HealthCheckFailedReason, "health check failed"))
+		got, err = h.reconcile(t, r, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertCondition(t, got, konfidencev1.ArtifactFetchedCondition, True, meta.SucceededReason)
+		assertCondition(t, got, konfidencev1.ArtifactDeployedCondition, False, meta.HealthCheckFailedReason)
+		assertCondition(t, got, konfidencev1.AppHealthyCondition, False, meta.HealthCheckFailedReason)
+		assertCondition(t, got, meta.ReadyCondition, False, meta.HealthCheckFailedReason)
+		assertCondition(t, got, meta.ReconcilingCondition, True, meta.ProgressingWithRetryReason)
+		assertEvent(t, drainEvents(recorder), corev1.EventTypeWarning, meta.HealthCheckFailedReason)
+
+		// Flux gives up: Stalled carries over.
+		h.setStatus(t, ks, cond(meta.StalledCondition, True, meta.InvalidCELExpressionReason, "invalid health check expression"))
+		got, err = h.reconcile(t, r, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertCondition(t, got, meta.StalledCondition, True, meta.InvalidCELExpressionReason)
+		assertCondition(t, got, meta.ReadyCondition, False, meta.InvalidCELExpressionReason)
+		if c := conditionOf(got, meta.ReconcilingCondition); c != nil {
+			t.Errorf("Reconciling set next to Stalled: %+v", c)
+		}
+
+		// The source fails to pull: ArtifactFetched False.
+		h.setStatus(t, repo, cond(meta.ReadyCondition, False, sourcev1.AuthenticationFailedReason, "401 Unauthorized"))
+		got, err = h.reconcile(t, r, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertCondition(t, got, konfidencev1.ArtifactFetchedCondition, False, sourcev1.AuthenticationFailedReason)
+
+		// A status written for an older generation says nothing about the current spec.
+		stale := &kustomizev1.Kustomization{}
+		h.get(t, ns, ad.Name, stale)
+		stale.Status.ObservedGeneration = stale.Generation - 1
+		if err := h.env.Client.Status().Update(t.Context(), stale); err != nil {
+			t.Fatal(err)
+		}
+		got, err = h.reconcile(t, r, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertCondition(t, got, konfidencev1.ArtifactDeployedCondition, Unknown, meta.ProgressingReason)
+	})
+
+	t.Run("helm", func(t *testing.T) {
+		ns := "status-helm"
+		h.namespace(t, ns)
+		h.configMap(t, ns, nil)
+		r, _ := h.direct(ns)
+		ad := artifactDeployment(ns, "frontend-1-2-3-e1mvwibzp5", HelmManifestType,
+			resource("chart", "helmChart", ociAccess("ociArtifact", "registry.example.com/charts/frontend:1.2.3")))
+		h.create(t, ad)
+		if _, err := h.reconcile(t, r, ad); err != nil {
+			t.Fatal(err)
+		}
+		// The HelmChart helm-controller would create for chart.spec: named <namespace>-<name>, no owner reference.
+		chart := &sourcev1.HelmChart{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ns + "-" + ad.Name, Labels: map[string]string{
+				helmNameLabel: ad.Name, helmNamespaceLabel: ns,
+			}},
+			Spec: sourcev1.HelmChartSpec{
+				Chart: "frontend", Version: "1.2.3", Interval: metav1.Duration{Duration: 10 * 60e9},
+				SourceRef: sourcev1.LocalHelmChartSourceReference{Kind: sourcev1.HelmRepositoryKind, Name: ad.Name},
+			},
+		}
+		h.create(t, chart)
+		h.setStatus(t, chart, cond(meta.ReadyCondition, True, sourcev1.ChartPullSucceededReason, "pulled 'frontend' chart with version '1.2.3'"))
+		hr := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ad.Name}}
+		h.setStatus(t, hr,
+			cond(meta.ReadyCondition, True, helmv2.InstallSucceededReason, "Helm install succeeded for release status-helm/frontend-1-2-3-e1mvwibzp5.v1"),
+			cond(helmv2.ReleasedCondition, True, helmv2.InstallSucceededReason, "Helm install succeeded"))
+		got, err := h.reconcile(t, r, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertCondition(t, got, konfidencev1.ArtifactFetchedCondition, True, sourcev1.ChartPullSucceededReason)
+		assertCondition(t, got, konfidencev1.ArtifactDeployedCondition, True, helmv2.InstallSucceededReason)
+		assertCondition(t, got, konfidencev1.AppHealthyCondition, True, helmv2.InstallSucceededReason)
+		assertCondition(t, got, meta.ReadyCondition, True, meta.SucceededReason)
+
+		h.setStatus(t, hr,
+			cond(meta.ReadyCondition, False, helmv2.UpgradeFailedReason, "Helm upgrade failed: context deadline exceeded"),
+			cond(helmv2.ReleasedCondition, False, helmv2.UpgradeFailedReason, "Helm upgrade failed"))
+		got, err = h.reconcile(t, r, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertCondition(t, got, konfidencev1.ArtifactDeployedCondition, False, helmv2.UpgradeFailedReason)
+		assertCondition(t, got, konfidencev1.AppHealthyCondition, False, helmv2.UpgradeFailedReason)
+		assertCondition(t, got, meta.ReadyCondition, False, helmv2.UpgradeFailedReason)
+
+		h.setStatus(t, chart, cond(meta.ReadyCondition, False, sourcev1.AuthenticationFailedReason, "failed to login to OCI registry"))
+		got, err = h.reconcile(t, r, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertCondition(t, got, konfidencev1.ArtifactFetchedCondition, False, sourcev1.AuthenticationFailedReason)
+	})
+}
+
+func conditionOf(ad *konfidencev1.ArtifactDeployment, t string) *metav1.Condition {
+	for i := range ad.Status.Conditions {
+		if ad.Status.Conditions[i].Type == t {
+			return &ad.Status.Conditions[i]
+		}
+	}
+	return nil
+}

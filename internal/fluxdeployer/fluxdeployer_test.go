@@ -10,4 +10,5 @@ func TestFluxDeployer(t *testing.T) {
 	t.Run("StatusMapping", func(t *testing.T) { testStatusMapping(t, h) })
 	t.Run("DeploymentResults", func(t *testing.T) { testDeploymentResults(t, h) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, h) })
+	t.Run("EndToEnd", func(t *testing.T) { testEndToEnd(t, h) })
 }

@@ -1,0 +1,197 @@
+package fluxdeployer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// testEndToEnd runs the deployer in a manager, as the binary does, with Flux's status writes played by the test
+// (no Flux controllers run here): the watches, the caches and the request count of a steady-state reconcile.
+func testEndToEnd(t *testing.T, h *harness) {
+	const ns = "e2e"
+	h.namespace(t, ns)
+	h.configMap(t, "e2e", map[string]string{retriesKey: "2"})
+
+	counter := &requestCounter{}
+	mgr, err := ctrl.NewManager(counter.wrap(h.env.Config), ctrl.Options{
+		Scheme:                 h.env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := (&Options{ConfigName: "e2e", ConfigNamespace: configNamespace}).setup(mgr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+
+	name53 := "frontend-with-a-long-basename-1-2-3-build-e1mvwibzp5"
+	name53 = name53[:len(name53)-len("-e1mvwibzp5")] + strings.Repeat("x", 53-len(name53)) + "-e1mvwibzp5"
+	if len(name53) != 53 {
+		t.Fatalf("test name has %d characters", len(name53))
+	}
+	ad53 := artifactDeployment(ns, name53, HelmManifestType,
+		resource("chart", "helmChart", ociAccess("ociArtifact", "registry.example.com/charts/frontend:1.2.3")))
+
+	t.Run("53-character name end to end", func(t *testing.T) {
+		counter.take()
+		h.create(t, ad53)
+		hr := &helmv2.HelmRelease{}
+		eventually(t, 30*time.Second, func() error {
+			return h.env.Client.Get(ctx, client.ObjectKeyFromObject(ad53), hr)
+		})
+		if hr.Spec.ReleaseName != name53 {
+			t.Errorf("releaseName %q, want %q", hr.Spec.ReleaseName, name53)
+		}
+		waitForReady(t, h, ad53, Unknown, meta.ProgressingReason)
+		// The requests of the first reconcile(s): the applies, the status patch and the events are the writes.
+		var writes []string
+		for _, req := range counter.take() {
+			if !strings.HasPrefix(req, "GET ") {
+				writes = append(writes, req)
+			}
+		}
+		t.Logf("creating the Flux objects took %d write requests: %q", len(writes), writes)
+		for _, want := range []string{"/helmrepositories/" + name53, "/helmreleases/" + name53} {
+			if !slices.ContainsFunc(writes, func(w string) bool { return strings.HasPrefix(w, "PATCH ") && strings.HasSuffix(w, want) }) {
+				t.Errorf("no apply of %s among %q", want, writes)
+			}
+		}
+
+		// What helm-controller and source-controller would do: create and pull the HelmChart, install the release.
+		chart := &sourcev1.HelmChart{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ns + "-" + name53, Labels: map[string]string{helmNameLabel: name53, helmNamespaceLabel: ns}},
+			Spec: sourcev1.HelmChartSpec{Chart: "frontend", Version: "1.2.3", Interval: metav1.Duration{Duration: 10 * time.Minute},
+				SourceRef: sourcev1.LocalHelmChartSourceReference{Kind: sourcev1.HelmRepositoryKind, Name: name53}},
+		}
+		h.create(t, chart)
+		h.setStatus(t, chart, cond(meta.ReadyCondition, True, sourcev1.ChartPullSucceededReason, "pulled"))
+		h.setStatus(t, hr,
+			cond(meta.ReadyCondition, True, helmv2.InstallSucceededReason, "Helm install succeeded"),
+			cond(helmv2.ReleasedCondition, True, helmv2.InstallSucceededReason, "Helm install succeeded"))
+		waitForReady(t, h, ad53, True, meta.SucceededReason)
+
+		// A Service the chart renders appears later: the Service watch brings it into the results.
+		h.create(t, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "frontend", Labels: map[string]string{
+				konfidencev1.ArtifactDeploymentLabel: name53, helmNameLabel: name53, helmNamespaceLabel: ns,
+			}, Annotations: map[string]string{konfidencev1.DeploymentResultLabel: "frontend"}},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+		})
+		eventually(t, 30*time.Second, func() error {
+			got := &konfidencev1.ArtifactDeployment{}
+			h.get(t, ns, name53, got)
+			if len(got.Status.DeploymentResult) != 1 || got.Status.DeploymentResult[0].Name != "frontend" {
+				return fmt.Errorf("results %+v", got.Status.DeploymentResult)
+			}
+			return nil
+		})
+	})
+
+	t.Run("60-character name is InvalidName", func(t *testing.T) {
+		name60 := strings.Repeat("a", 49) + "-e1mvwibzp5"
+		ad := artifactDeployment(ns, name60, HelmManifestType, resource("chart", "helmChart", ociAccess("ociArtifact", "registry.example.com/charts/frontend:1.2.3")))
+		h.create(t, ad)
+		waitForReady(t, h, ad, False, konfidencev1.InvalidNameReason)
+		got := &konfidencev1.ArtifactDeployment{}
+		h.get(t, ns, name60, got)
+		assertCondition(t, got, meta.StalledCondition, True, konfidencev1.InvalidNameReason)
+		if err := h.env.Client.Get(ctx, client.ObjectKeyFromObject(ad), &helmv2.HelmRelease{}); !apierrors.IsNotFound(err) {
+			t.Errorf("HelmRelease for an invalid name: %v", err)
+		}
+	})
+
+	t.Run("a second reconcile issues no requests", func(t *testing.T) {
+		req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ad53)}
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		counter.take()
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if requests := counter.take(); len(requests) != 0 {
+			t.Errorf("steady-state reconcile issued %d API requests: %q", len(requests), requests)
+		}
+	})
+
+	t.Run("configuration change updates and leaves other writers' fields", func(t *testing.T) {
+		// Another writer owns spec.values.
+		values := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": helmv2.GroupVersion.String(), "kind": helmv2.HelmReleaseKind,
+			"metadata": map[string]any{"name": name53, "namespace": ns},
+			"spec":     map[string]any{"values": map[string]any{"replicas": int64(2)}},
+		}}
+		if err := h.env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(values), client.FieldOwner("platform-team")); err != nil {
+			t.Fatal(err)
+		}
+		cm := &corev1.ConfigMap{}
+		h.get(t, configNamespace, "e2e", cm)
+		cm.Data = map[string]string{retriesKey: "2", intervalKey: "20m"}
+		if err := h.env.Client.Update(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		hr := &helmv2.HelmRelease{}
+		eventually(t, 30*time.Second, func() error {
+			h.get(t, ns, name53, hr)
+			if hr.Spec.Interval.Duration != 20*time.Minute {
+				return fmt.Errorf("interval %s", hr.Spec.Interval.Duration)
+			}
+			return nil
+		})
+		if hr.Spec.Values == nil || !strings.Contains(string(hr.Spec.Values.Raw), `"replicas":2`) {
+			t.Errorf("values of another writer lost: %v", hr.Spec.Values)
+		}
+		managers := map[string]bool{}
+		for _, f := range hr.ManagedFields {
+			managers[f.Manager] = true
+		}
+		if !managers[FieldManager] || !managers["platform-team"] {
+			t.Errorf("field managers %v", managers)
+		}
+	})
+}
+
+func waitForReady(t *testing.T, h *harness, ad *konfidencev1.ArtifactDeployment, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() error {
+		got := &konfidencev1.ArtifactDeployment{}
+		h.get(t, ad.Namespace, ad.Name, got)
+		c := conditions.Get(got, meta.ReadyCondition)
+		if c == nil || c.Status != status || c.Reason != reason {
+			return fmt.Errorf("Ready %+v, want %s/%s", c, status, reason)
+		}
+		return nil
+	})
+}

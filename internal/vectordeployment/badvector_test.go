@@ -1,0 +1,95 @@
+package vectordeployment
+
+import (
+	"context"
+
+	"net"
+	"testing"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+)
+
+// closedPort returns a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// TestBadVectors: each failure of the vector itself shows as a specific reason on the VectorDeployment, with an
+// event; retryable ones keep Reconciling, permanent ones are Stalled; nothing is created.
+func TestBadVectors(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	secured := ocmtest.NewRegistry(t, ocmtest.WithBasicAuth("user", "secret"))
+	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
+	securedVector := pushVector(t, secured, "acme.org/vectors/shop", app)
+	startManager(t, managerOptions{})
+
+	for _, tc := range []struct {
+		name, vector string
+		reason       ocm.Reason
+		permanent    bool
+	}{
+		{"unreachable", "http://" + closedPort(t) + "//acme.org/vectors/shop:1.0.0", ocm.ReasonUnavailable, false},
+		{"not-found", reg.Ref("", "acme.org/vectors/missing", "1.0.0"), ocm.ReasonNotFound, false},
+		{"unauthorized", securedVector, ocm.ReasonUnauthorized, false},
+		{"invalid-reference", "http://registry:5000//Not A Component:1.0.0", ocm.ReasonReferenceInvalid, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			vd := createVectorDeployment(t, ns, tc.name, tc.vector)
+			vd = waitForCondition(t, vd, konfidencev1.VectorDownloadedCondition, metav1.ConditionFalse, string(tc.reason))
+			if conditions.IsReady(vd) || conditions.GetReason(vd, konfidencev1.ReadyCondition) != string(tc.reason) {
+				t.Errorf("Ready = %+v", conditions.Get(vd, konfidencev1.ReadyCondition))
+			}
+			if conditions.IsStalled(vd) != tc.permanent || conditions.IsReconciling(vd) == tc.permanent {
+				t.Errorf("permanent=%v but Stalled=%v Reconciling=%v", tc.permanent, conditions.IsStalled(vd), conditions.IsReconciling(vd))
+			}
+			waitForEvent(t, ns, vd.Name, string(tc.reason))
+			if ads := listADs(t, ns); len(ads) != 0 {
+				t.Errorf("created %v for a broken vector", keys(ads))
+			}
+		})
+	}
+}
+
+// TestRegistryCredentialsFromSecrets: the same vector that failed with Unauthorized resolves once the operator
+// is given the registry's dockerconfigjson Secret.
+func TestRegistryCredentialsFromSecrets(t *testing.T) {
+	secured := ocmtest.NewRegistry(t, ocmtest.WithBasicAuth("user", "secret"))
+	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
+	vector := pushVector(t, secured, "acme.org/vectors/shop", app)
+	ns := newNamespace(t)
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "registry"},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: secured.DockerConfigJSON()},
+	}
+	if err := env.Client.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	credentials, err := registryCredentials(context.Background(), env.Client, []string{ns + "/registry"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, managerOptions{resolver: ocm.NewClient(ocm.Options{Credentials: credentials})})
+	vd := createVectorDeployment(t, ns, "shop", vector)
+	waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, "Succeeded")
+
+	if _, err := registryCredentials(context.Background(), env.Client, []string{ns + "/missing"}); err == nil {
+		t.Error("a missing registry Secret was accepted")
+	}
+	if _, err := registryCredentials(context.Background(), env.Client, []string{"no-namespace"}); err == nil {
+		t.Error("a registry Secret reference without namespace was accepted")
+	}
+}

@@ -138,4 +138,3 @@ func TestAccessSpecs(t *testing.T) {
 		}
 	}
 }
-

@@ -28,7 +28,9 @@ const testDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef01234
 func testGoldenFluxObjects(t *testing.T, h *harness) {
 	helmObjects := func() []client.Object { return []client.Object{&sourcev1.HelmRepository{}, &helmv2.HelmRelease{}} }
 	chartRefObjects := func() []client.Object { return []client.Object{&sourcev1.OCIRepository{}, &helmv2.HelmRelease{}} }
-	kustomizeObjects := func() []client.Object { return []client.Object{&sourcev1.OCIRepository{}, &kustomizev1.Kustomization{}} }
+	kustomizeObjects := func() []client.Object {
+		return []client.Object{&sourcev1.OCIRepository{}, &kustomizev1.Kustomization{}}
+	}
 	pullSecrets := map[string]string{authenticationSecretRefsKey: "registry.example.com:5000: registry-credentials\n"}
 
 	for _, tc := range []struct {

@@ -256,4 +256,3 @@ func eventually(t *testing.T, timeout time.Duration, check func() error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-

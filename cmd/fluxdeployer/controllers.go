@@ -5,6 +5,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/fluxdeployer/fluxdeployer/internal/fluxdeployer"
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment"
 )
 
 // controllerSetup is what each reconciler package offers the binary: its own flags, and registration with the
@@ -17,5 +18,6 @@ type controllerSetup interface {
 // controllerSetups holds the reconcilers that --controllers can name. The VectorDeployment reconciler and the
 // Flux deployer meet only through API objects, so any subset can run in one process.
 var controllerSetups = map[string]controllerSetup{
-	"fluxdeployer": &fluxdeployer.Options{},
+	"fluxdeployer":     &fluxdeployer.Options{},
+	"vectordeployment": &vectordeployment.Options{},
 }

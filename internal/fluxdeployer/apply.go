@@ -86,11 +86,14 @@ func (r *Reconciler) live(ctx context.Context, obj client.Object) (*unstructured
 	if err != nil {
 		return nil, transient(konfidencev1.ApplyFailedReason, fmt.Errorf("reading %s %s: %w", gvk.Kind, key, err))
 	}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(current)
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(current)
 	if err != nil {
 		return nil, err
 	}
-	return &unstructured.Unstructured{Object: u}, nil
+	// Typed reads from the API server come without apiVersion and kind; the desired object has them.
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
 }
 
 // applyConfiguration turns a typed Flux object into the fields the deployer owns: no status (that is Flux's), no

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -144,6 +145,29 @@ func testGoldenFluxObjects(t *testing.T, h *harness) {
 				stored = append(stored, obj)
 			}
 			compareGolden(t, h.env.Scheme, filepath.Join("testdata", "golden", tc.name+".yaml"), stored)
+
+			// Reconciling unchanged input again writes nothing: no apply, no status patch, no event.
+			counter := &requestCounter{}
+			c, err := client.New(counter.wrap(h.env.Config), client.Options{Scheme: h.env.Scheme})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.client, r.apiReader, r.configReader, r.serviceReader = c, c, c, c
+			if _, err := h.reconcile(t, r, ad); err != nil {
+				t.Fatal(err)
+			}
+			requests := counter.take()
+			if len(requests) == 0 {
+				t.Fatal("the counting client saw no requests")
+			}
+			for _, req := range requests {
+				if !strings.HasPrefix(req, "GET ") {
+					t.Errorf("second reconcile wrote: %s", req)
+				}
+			}
+			if evs := drainEvents(recorder); len(evs) != 0 {
+				t.Errorf("second reconcile emitted events %q", evs)
+			}
 		})
 	}
 }

@@ -79,7 +79,7 @@ func loadConfig(ctx context.Context, r client.Reader, key types.NamespacedName) 
 		if apierrors.IsNotFound(err) {
 			return defaultConfig(), nil
 		}
-		return config{}, transient(konfidencev1.InvalidConfigurationReason, fmt.Errorf("reading ConfigMap %s: %w", key, err))
+		return config{}, fmt.Errorf("reading ConfigMap %s: %w", key, err)
 	}
 	c, err := parseConfig(cm.Data)
 	if err != nil {

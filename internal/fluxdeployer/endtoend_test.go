@@ -180,6 +180,18 @@ func testEndToEnd(t *testing.T, h *harness) {
 		if !managers[FieldManager] || !managers["platform-team"] {
 			t.Errorf("field managers %v", managers)
 		}
+		eventually(t, 30*time.Second, func() error {
+			evs := &corev1.EventList{}
+			if err := h.env.Client.List(ctx, evs, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			for _, e := range evs.Items {
+				if e.Reason == konfidencev1.FluxObjectUpdatedReason && e.InvolvedObject.Name == name53 && strings.Contains(e.Message, "HelmRelease") {
+					return nil
+				}
+			}
+			return fmt.Errorf("no %s event for the HelmRelease among %d events", konfidencev1.FluxObjectUpdatedReason, len(evs.Items))
+		})
 	})
 }
 

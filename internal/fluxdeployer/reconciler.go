@@ -90,7 +90,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	}
 	refs, err := resolveReferences(ctx, r.client, cfg, ad, a)
 	if err != nil {
-		return ctrl.Result{}, transient(konfidencev1.ApplyFailedReason, err)
+		return ctrl.Result{}, err
 	}
 	objects, err := build(ad, a, refs, cfg)
 	if err != nil {
@@ -105,6 +105,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	}
 	ad.Status.ObservedGeneration = ad.Generation
 
+	// With a HelmRepository, helm-controller creates a HelmChart, and that is what reports the fetch.
 	_, helmChartSource := objects[0].(*sourcev1.HelmRepository)
 	stalled, err := r.observeFlux(ctx, ad, helmChartSource)
 	if err != nil {

@@ -78,7 +78,7 @@ func (r *Reconciler) view(ctx context.Context, kind string, key types.Namespaced
 	case err == nil:
 		v.obj = obj
 	case !apierrors.IsNotFound(err):
-		return v, transient(meta.ProgressingWithRetryReason, fmt.Errorf("reading %s %s: %w", kind, key, err))
+		return v, fmt.Errorf("reading %s %s: %w", kind, key, err)
 	}
 	return v, nil
 }

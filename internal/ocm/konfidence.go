@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -34,8 +35,13 @@ type Vector struct {
 	Version   string
 	// Digest is the vector's manifest (or index) digest.
 	Digest string
-	// Artifacts are in the order of the vector's componentReferences.
+	// References are the vector's component references as component:version, in the descriptor's order.
+	// Artifacts and Errors are aligned with them.
+	References []string
+	// Artifacts are the resolved artifacts; an entry is nil when that artifact failed.
 	Artifacts []*Artifact
+	// Errors holds, for each artifact that failed, why; nil entries resolved.
+	Errors []error
 }
 
 // Artifact is a resolved artifact component version.
@@ -80,6 +86,10 @@ type artifactManifest struct {
 // ResolveVector resolves a vector reference and its artifacts, each looked up in the vector's repository
 // (Konfidence copies artifacts there before publishing a vector). Versions are immutable, so results are
 // cached; aliases such as "latest" are re-read every time.
+//
+// One artifact failing does not fail the others: the vector comes back with that artifact's entry nil and its
+// reason in Errors, together with an error joining every artifact failure. A nil vector means the vector itself
+// could not be read.
 func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error) {
 	r, err := ParseRef(ref)
 	if err != nil {
@@ -97,27 +107,30 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 	}
 	refs := cv.descriptor.Component.References
 	v := &Vector{
-		Component: cv.descriptor.Component.Name,
-		Version:   cv.descriptor.Component.Version,
-		Digest:    cv.digest,
-		Artifacts: make([]*Artifact, len(refs)),
+		Component:  cv.descriptor.Component.Name,
+		Version:    cv.descriptor.Component.Version,
+		Digest:     cv.digest,
+		References: make([]string, len(refs)),
+		Artifacts:  make([]*Artifact, len(refs)),
+		Errors:     make([]error, len(refs)),
 	}
-	artifactRefs := make([]Ref, len(refs))
-	for i, cref := range refs {
-		if artifactRefs[i], err = r.sibling(cref.ComponentName, cref.Version); err != nil {
-			return nil, err
-		}
-	}
-	g, gctx := errgroup.WithContext(ctx)
+	var g errgroup.Group // no shared context: one artifact's failure must not cancel the others
 	g.SetLimit(c.opts.Concurrency)
-	for i, ar := range artifactRefs {
-		g.Go(func() (err error) {
-			v.Artifacts[i], err = c.resolveArtifact(gctx, ar)
-			return err
+	for i, cref := range refs {
+		v.References[i] = cref.ComponentName + ":" + cref.Version
+		ar, err := r.sibling(cref.ComponentName, cref.Version)
+		if err != nil {
+			v.Errors[i] = err
+			continue
+		}
+		g.Go(func() error {
+			v.Artifacts[i], v.Errors[i] = c.resolveArtifact(ctx, ar)
+			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err
+	_ = g.Wait() // the goroutines report through v.Errors
+	if err := errors.Join(v.Errors...); err != nil {
+		return v, err // not cached: a retry may heal a transient failure
 	}
 	if isVersion(r.Version) {
 		c.vectors.add(key, v)

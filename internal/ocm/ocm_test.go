@@ -211,10 +211,17 @@ func TestResolveVectorErrors(t *testing.T) {
 			"ctf":      dir + "//" + vector.Name + ":" + vector.Version,
 		} {
 			t.Run(tt.artifact.Name+"/"+name, func(t *testing.T) {
-				_, err := ocm.NewClient(ocm.Options{MaxBlobSize: 32 << 10}).ResolveVector(context.Background(), ref)
+				v, err := ocm.NewClient(ocm.Options{MaxBlobSize: 32 << 10}).ResolveVector(context.Background(), ref)
 				assertError(t, err, tt.want, tt.permanent)
 				if !strings.Contains(err.Error(), tt.artifact.Name) {
 					t.Errorf("error %q does not name the failing artifact", err)
+				}
+				// The failure is the broken artifact's alone: the good one still resolves.
+				if v == nil || v.Artifacts[0] == nil || v.Artifacts[0].Component != good.Name || v.Errors[0] != nil {
+					t.Fatalf("the good artifact did not resolve beside the broken one: %+v", v)
+				}
+				if v.Artifacts[1] != nil || !errors.Is(v.Errors[1], tt.want) || v.References[1] != tt.artifact.Name+":"+tt.artifact.Version {
+					t.Errorf("broken artifact: %+v, error %v, reference %s", v.Artifacts[1], v.Errors[1], v.References[1])
 				}
 			})
 		}

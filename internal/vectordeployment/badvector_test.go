@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -91,5 +92,50 @@ func TestRegistryCredentialsFromSecrets(t *testing.T) {
 	}
 	if _, err := registryCredentials(context.Background(), env.Client, []string{"no-namespace"}); err == nil {
 		t.Error("a registry Secret reference without namespace was accepted")
+	}
+}
+
+// TestBrokenArtifactsFailAlone: an artifact that cannot be read, or whose manifest is missing or invalid, gets no
+// ArtifactDeployment and names its reason on the VectorDeployment; the vector's other artifacts are deployed.
+func TestBrokenArtifactsFailAlone(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	good := ocmtest.Artifact("acme.org/artifacts/good", "1.0.0", helmType, true)
+	missing := ocmtest.Artifact("acme.org/artifacts/missing", "1.0.0", helmType, true)
+	missing.Resources = missing.Resources[1:] // drop the artifact manifest
+	invalid := ocmtest.Artifact("acme.org/artifacts/invalid", "1.0.0", helmType, true)
+	invalid.Resources[0].Blob = []byte(`{"type": 42}`)
+	startManager(t, managerOptions{})
+
+	for _, tc := range []struct {
+		broken ocmtest.ComponentVersion
+		reason ocm.Reason
+	}{{missing, ocm.ReasonManifestMissing}, {invalid, ocm.ReasonManifestInvalid}} {
+		t.Run(string(tc.reason), func(t *testing.T) {
+			ns := newNamespace(t)
+			vector := pushVector(t, reg, "acme.org/vectors/"+tc.broken.Name[len("acme.org/artifacts/"):], good, tc.broken)
+			vd := createVectorDeployment(t, ns, "shop", vector)
+			vd = waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionFalse, string(tc.reason))
+			if !conditions.IsStalled(vd) || conditions.GetReason(vd, konfidencev1.ReadyCondition) != string(tc.reason) ||
+				conditions.GetReason(vd, konfidencev1.VectorDownloadedCondition) != string(tc.reason) {
+				t.Errorf("conditions %+v", vd.Status.Conditions)
+			}
+			if msg := conditions.GetMessage(vd, konfidencev1.ReadyCondition); !strings.Contains(msg, tc.broken.Name) {
+				t.Errorf("Ready message %q does not name %s", msg, tc.broken.Name)
+			}
+			ads := listADs(t, ns)
+			if _, ok := ads[mustName(t, good.Name, good.Version, "", 0, HashLength)]; !ok || len(ads) != 1 {
+				t.Errorf("want only the good artifact deployed, got %v", keys(ads))
+			}
+		})
+	}
+}
+
+func TestCTFReferencesAreRejected(t *testing.T) {
+	startManager(t, managerOptions{})
+	ns := newNamespace(t)
+	vd := createVectorDeployment(t, ns, "local", "ctf::/etc//acme.org/vectors/shop:1.0.0")
+	vd = waitForCondition(t, vd, konfidencev1.StalledCondition, metav1.ConditionTrue, string(ocm.ReasonReferenceInvalid))
+	if msg := conditions.GetMessage(vd, konfidencev1.ReadyCondition); !strings.Contains(msg, "CTF") {
+		t.Errorf("Ready message %q does not explain the rejection", msg)
 	}
 }

@@ -2,6 +2,7 @@ package vectordeployment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -19,13 +20,21 @@ type ocmSource struct {
 }
 
 func (s ocmSource) ResolveVector(ctx context.Context, ref string) ([]ResolvedArtifact, error) {
+	// A CTF reference names a directory on the operator's own file system: no tenant may point it there.
+	if r, err := ocm.ParseRef(ref); err == nil && r.IsCTF() {
+		return nil, &ocm.Error{Reason: ocm.ReasonReferenceInvalid, Ref: ref,
+			Err: errors.New("a VectorDeployment must name an OCI registry, not a CTF directory of the operator's file system")}
+	}
 	v, err := s.resolver.ResolveVector(ctx, ref)
-	if err != nil {
+	if v == nil {
 		return nil, err
 	}
-	out := make([]ResolvedArtifact, len(v.Artifacts))
-	for i, a := range v.Artifacts {
-		out[i] = ResolvedArtifact{Ref: a.Component + ":" + a.Version, Artifact: artifactFromOCM(a)}
+	out := make([]ResolvedArtifact, len(v.References))
+	for i, name := range v.References {
+		out[i] = ResolvedArtifact{Ref: name, Err: v.Errors[i]}
+		if v.Artifacts[i] != nil {
+			out[i].Artifact = artifactFromOCM(v.Artifacts[i])
+		}
 	}
 	return out, nil
 }

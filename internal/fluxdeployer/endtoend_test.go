@@ -193,6 +193,39 @@ func testEndToEnd(t *testing.T, h *harness) {
 			return fmt.Errorf("no %s event for the HelmRelease among %d events", konfidencev1.FluxObjectUpdatedReason, len(evs.Items))
 		})
 	})
+	t.Run("pull Secret referenced while it exists", func(t *testing.T) {
+		cm := &corev1.ConfigMap{}
+		h.get(t, configNamespace, "e2e", cm)
+		cm.Data[authenticationSecretRefsKey] = "registry.example.com: pull-secret\n"
+		if err := h.env.Client.Update(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		secretRef := func(want string) func() error {
+			return func() error {
+				repo := &sourcev1.HelmRepository{}
+				h.get(t, ns, name53, repo)
+				got := ""
+				if repo.Spec.SecretRef != nil {
+					got = repo.Spec.SecretRef.Name
+				}
+				if got != want {
+					return fmt.Errorf("secretRef %q, want %q", got, want)
+				}
+				return nil
+			}
+		}
+		// Configured but absent: no secretRef, so anonymous pulls keep working.
+		eventually(t, 30*time.Second, secretRef(""))
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pull-secret"}, Type: corev1.SecretTypeDockerConfigJson,
+			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}}
+		h.create(t, secret)
+		eventually(t, 30*time.Second, secretRef("pull-secret"))
+		// Gone again: the apply drops the field (the applied digest changes although every other field is equal).
+		if err := h.env.Client.Delete(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, secretRef(""))
+	})
 }
 
 func waitForReady(t *testing.T, h *harness, ad *konfidencev1.ArtifactDeployment, status metav1.ConditionStatus, reason string) {

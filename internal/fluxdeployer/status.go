@@ -94,13 +94,10 @@ func (r *Reconciler) observeFlux(ctx context.Context, ad *konfidencev1.ArtifactD
 	key := types.NamespacedName{Namespace: ad.Namespace, Name: ad.Name}
 	var source, deployment fluxView
 	var err error
-	switch {
-	case ad.Spec.Manifest.Type == KustomizeManifestType:
-		source, err = r.view(ctx, sourcev1.OCIRepositoryKind, key, &sourcev1.OCIRepository{})
-	case helmChartSource:
+	if helmChartSource {
 		chartKey := types.NamespacedName{Namespace: ad.Namespace, Name: ad.Namespace + "-" + ad.Name}
 		source, err = r.view(ctx, sourcev1.HelmChartKind, chartKey, &sourcev1.HelmChart{})
-	default:
+	} else {
 		source, err = r.view(ctx, sourcev1.OCIRepositoryKind, key, &sourcev1.OCIRepository{})
 	}
 	if err != nil {

@@ -44,8 +44,8 @@ const (
 type managerOptions struct {
 	hashLength int
 	resolver   ocm.Resolver
-	// apiRequests, when set, counts the manager's requests to the API server.
-	apiRequests *atomic.Int64
+	// apiRequests, when set, counts the manager's requests to the API server; apiWrites those that write.
+	apiRequests, apiWrites *atomic.Int64
 }
 
 // startManager runs the VectorDeployment reconciler in its own manager against the shared API server, as a
@@ -59,8 +59,8 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 		o.resolver = ocm.NewClient(ocm.Options{})
 	}
 	cfg := rest.CopyConfig(env.Config)
-	if o.apiRequests != nil {
-		cfg.Wrap(countingTransport(o.apiRequests))
+	if o.apiRequests != nil || o.apiWrites != nil {
+		cfg.Wrap(countingTransport(o.apiRequests, o.apiWrites))
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
@@ -99,10 +99,15 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 	return stop
 }
 
-func countingTransport(n *atomic.Int64) func(http.RoundTripper) http.RoundTripper {
+func countingTransport(all, writes *atomic.Int64) func(http.RoundTripper) http.RoundTripper {
 	return func(next http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			n.Add(1)
+			if all != nil {
+				all.Add(1)
+			}
+			if writes != nil && req.Method != http.MethodGet {
+				writes.Add(1)
+			}
 			return next.RoundTrip(req)
 		})
 	}

@@ -1,0 +1,83 @@
+package vectordeployment
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+)
+
+// TestSteadyStateResyncWritesNothing: once a VectorDeployment has converged, a reconcile (here triggered by a
+// change to one of its ArtifactDeployments that does not affect it) makes no write to the API server and no
+// request to the registry.
+func TestSteadyStateResyncWritesNothing(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	ns := newNamespace(t)
+	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
+	private := ocmtest.Artifact("acme.org/artifacts/database", "1.0.0", helmType, false)
+	vector := pushVector(t, reg, "acme.org/vectors/shop", app, private)
+	var writes atomic.Int64
+	startManager(t, managerOptions{apiWrites: &writes})
+	vd := createVectorDeployment(t, ns, "shop", vector)
+	waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, "Succeeded")
+	for _, ad := range listADs(t, ns) {
+		markReady(t, ad)
+	}
+	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, "Succeeded")
+	time.Sleep(time.Second) // let the reconciles queued by the status updates settle
+
+	writesBefore, registryBefore, reconciled := writes.Load(), reg.Requests(), reconcileCount(t)
+	ad := listADs(t, ns)[vd.Status.ResultingArtifactDeployments[app.Name].Name]
+	before := ad.DeepCopy()
+	ad.Labels["touched"] = "yes" // the watch maps it to the VectorDeployment: a reconcile with nothing to do
+	if err := env.Client.Patch(context.Background(), ad, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if reconcileCount(t) == reconciled {
+			return fmt.Errorf("no reconcile yet")
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond)
+	if got := writes.Load() - writesBefore; got != 0 {
+		t.Errorf("a steady-state reconcile made %d writes", got)
+	}
+	if got := reg.Requests() - registryBefore; got != 0 {
+		t.Errorf("a steady-state reconcile made %d registry requests", got)
+	}
+	if after := getVD(t, vd); after.ResourceVersion != vd.ResourceVersion {
+		t.Errorf("the VectorDeployment changed: resourceVersion %s → %s", vd.ResourceVersion, after.ResourceVersion)
+	}
+}
+
+// reconcileCount is controller-runtime's count of VectorDeployment reconciles in this process.
+func reconcileCount(t *testing.T) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "vectordeployment" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}

@@ -88,6 +88,15 @@ func testGoldenFluxObjects(t *testing.T, h *harness) {
 		},
 		fluxKinds: helmObjects,
 	}, {
+		// No deploymentTargets entry, but the conventional kubeconfig Secret exists in the namespace.
+		name:    "remote-target-conventional-secret",
+		secrets: []string{"deployment-target-kubeconfig"},
+		ad: func(ns string) *konfidencev1.ArtifactDeployment {
+			return artifactDeployment(ns, "backend-1-2-3-build-5-e1mvwibzp5", KustomizeManifestType,
+				resource("bundle", "kustomize", ociAccess("ociArtifact", "registry.example.com/bundles/backend:1.2.3")))
+		},
+		fluxKinds: kustomizeObjects,
+	}, {
 		name:    "authenticated-registry-with-secret",
 		config:  pullSecrets,
 		secrets: []string{"registry-credentials"},

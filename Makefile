@@ -51,6 +51,10 @@ bench: ## Benchmarks of the naming core (compare runs with benchstat).
 build: ## Build bin/fluxdeployer.
 	go build -o bin/fluxdeployer ./cmd/fluxdeployer
 
+.PHONY: demo
+demo: build ## The main job: publish a sample vector (CTF and local registry) and inspect it.
+	hack/demo.sh
+
 .PHONY: run
 run: manifests ## Run the operator against the current kubeconfig.
 	go run ./cmd/fluxdeployer run

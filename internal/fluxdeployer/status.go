@@ -132,9 +132,10 @@ func (r *Reconciler) observeFlux(ctx context.Context, ad *konfidencev1.ArtifactD
 	return nil, nil
 }
 
+// setCondition sets c as condition t; conditions.Set stamps the generation and keeps the transition time while
+// status, reason and message stay the same, which keeps a steady-state status patch empty.
 func setCondition(ad *konfidencev1.ArtifactDeployment, t string, c metav1.Condition) {
 	c.Type = t
-	c.ObservedGeneration = ad.Generation
 	conditions.Set(ad, &c)
 }
 

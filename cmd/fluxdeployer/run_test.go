@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -26,7 +27,8 @@ func freeAddr(t *testing.T) string {
 // TestManagerServesProbes starts the operator's manager against a real API server and checks that it reports
 // healthy and, once its caches have synced, ready.
 func TestManagerServesProbes(t *testing.T) {
-	env := testenv.Start(t)
+	// Both reconcilers run, so the Flux CRDs the Flux deployer watches must be installed.
+	env := testenv.Start(t, filepath.Join(testenv.RepoRoot(), "internal", "fluxdeployer", "testdata", "crds"))
 	o := runOptions{metricsAddr: "0", healthAddr: freeAddr(t), controllers: knownControllers()}
 	mgr, err := newManager(env.Config, o)
 	if err != nil {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -14,35 +12,17 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestManagerServesProbes starts the operator's manager against a real API server and checks that it reports
 // healthy and, once its caches have synced, ready.
 func TestManagerServesProbes(t *testing.T) {
 	// Both reconcilers run, so the Flux CRDs the Flux deployer watches must be installed.
 	env := testenv.Start(t, filepath.Join(testenv.RepoRoot(), "internal", "fluxdeployer", "testdata", "crds"))
-	o := runOptions{metricsAddr: "0", healthAddr: freeAddr(t), controllers: knownControllers()}
+	o := runOptions{metricsAddr: "0", healthAddr: testenv.FreeAddr(t), controllers: knownControllers()}
 	mgr, err := newManager(env.Config, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager stopped with %v", err)
-		}
-	})
+	testenv.RunManager(t, mgr)
 	for _, probe := range []string{"healthz", "readyz"} {
 		url := fmt.Sprintf("http://%s/%s", o.healthAddr, probe)
 		deadline := time.Now().Add(30 * time.Second)

@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
 // testEndToEnd runs the deployer in a manager, as the binary does, with Flux's status writes played by the test
@@ -32,8 +33,8 @@ func testEndToEnd(t *testing.T, h *harness) {
 	h.namespace(t, ns)
 	h.configMap(t, "e2e", map[string]string{retriesKey: "2"})
 
-	counter := &requestCounter{}
-	mgr, err := ctrl.NewManager(counter.wrap(h.env.Config), ctrl.Options{
+	counter := &testenv.RequestRecorder{}
+	mgr, err := ctrl.NewManager(counter.Wrap(h.env.Config), ctrl.Options{
 		Scheme:                 h.env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -46,15 +47,8 @@ func testEndToEnd(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	testenv.RunManager(t, mgr)
+	ctx := context.Background()
 
 	name53 := "frontend-with-a-long-basename-1-2-3-build-e1mvwibzp5"
 	name53 = name53[:len(name53)-len("-e1mvwibzp5")] + strings.Repeat("x", 53-len(name53)) + "-e1mvwibzp5"
@@ -65,10 +59,10 @@ func testEndToEnd(t *testing.T, h *harness) {
 		resource("chart", "helmChart", ociAccess("ociArtifact", "registry.example.com/charts/frontend:1.2.3")))
 
 	t.Run("53-character name end to end", func(t *testing.T) {
-		counter.take()
+		counter.Take()
 		h.create(t, ad53)
 		hr := &helmv2.HelmRelease{}
-		eventually(t, 30*time.Second, func() error {
+		testenv.Eventually(t, 30*time.Second, func() error {
 			return h.env.Client.Get(ctx, client.ObjectKeyFromObject(ad53), hr)
 		})
 		if hr.Spec.ReleaseName != name53 {
@@ -77,7 +71,7 @@ func testEndToEnd(t *testing.T, h *harness) {
 		waitForReady(t, h, ad53, Unknown, meta.ProgressingReason)
 		// The requests of the first reconcile(s): the applies, the status patch and the events are the writes.
 		var writes []string
-		for _, req := range counter.take() {
+		for _, req := range counter.Take() {
 			if !strings.HasPrefix(req, "GET ") {
 				writes = append(writes, req)
 			}
@@ -109,7 +103,7 @@ func testEndToEnd(t *testing.T, h *harness) {
 			}, Annotations: map[string]string{konfidencev1.DeploymentResultLabel: "frontend"}},
 			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
 		})
-		eventually(t, 30*time.Second, func() error {
+		testenv.Eventually(t, 30*time.Second, func() error {
 			got := &konfidencev1.ArtifactDeployment{}
 			h.get(t, ns, name53, got)
 			if len(got.Status.DeploymentResult) != 1 || got.Status.DeploymentResult[0].Name != "frontend" {
@@ -137,11 +131,11 @@ func testEndToEnd(t *testing.T, h *harness) {
 		if _, err := r.Reconcile(ctx, req); err != nil {
 			t.Fatal(err)
 		}
-		counter.take()
+		counter.Take()
 		if _, err := r.Reconcile(ctx, req); err != nil {
 			t.Fatal(err)
 		}
-		if requests := counter.take(); len(requests) != 0 {
+		if requests := counter.Take(); len(requests) != 0 {
 			t.Errorf("steady-state reconcile issued %d API requests: %q", len(requests), requests)
 		}
 	})
@@ -163,7 +157,7 @@ func testEndToEnd(t *testing.T, h *harness) {
 			t.Fatal(err)
 		}
 		hr := &helmv2.HelmRelease{}
-		eventually(t, 30*time.Second, func() error {
+		testenv.Eventually(t, 30*time.Second, func() error {
 			h.get(t, ns, name53, hr)
 			if hr.Spec.Interval.Duration != 20*time.Minute {
 				return fmt.Errorf("interval %s", hr.Spec.Interval.Duration)
@@ -180,7 +174,7 @@ func testEndToEnd(t *testing.T, h *harness) {
 		if !managers[FieldManager] || !managers["platform-team"] {
 			t.Errorf("field managers %v", managers)
 		}
-		eventually(t, 30*time.Second, func() error {
+		testenv.Eventually(t, 30*time.Second, func() error {
 			evs := &corev1.EventList{}
 			if err := h.env.Client.List(ctx, evs, client.InNamespace(ns)); err != nil {
 				return err
@@ -215,22 +209,22 @@ func testEndToEnd(t *testing.T, h *harness) {
 			}
 		}
 		// Configured but absent: no secretRef, so anonymous pulls keep working.
-		eventually(t, 30*time.Second, secretRef(""))
+		testenv.Eventually(t, 30*time.Second, secretRef(""))
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pull-secret"}, Type: corev1.SecretTypeDockerConfigJson,
 			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}}
 		h.create(t, secret)
-		eventually(t, 30*time.Second, secretRef("pull-secret"))
+		testenv.Eventually(t, 30*time.Second, secretRef("pull-secret"))
 		// Gone again: the apply drops the field (the applied digest changes although every other field is equal).
 		if err := h.env.Client.Delete(ctx, secret); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, secretRef(""))
+		testenv.Eventually(t, 30*time.Second, secretRef(""))
 	})
 }
 
 func waitForReady(t *testing.T, h *harness, ad *konfidencev1.ArtifactDeployment, status metav1.ConditionStatus, reason string) {
 	t.Helper()
-	eventually(t, 30*time.Second, func() error {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		got := &konfidencev1.ArtifactDeployment{}
 		h.get(t, ad.Namespace, ad.Name, got)
 		c := conditions.Get(got, meta.ReadyCondition)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
 const testDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -156,8 +157,8 @@ func testGoldenFluxObjects(t *testing.T, h *harness) {
 			compareGolden(t, h.env.Scheme, filepath.Join("testdata", "golden", tc.name+".yaml"), stored)
 
 			// Reconciling unchanged input again writes nothing: no apply, no status patch, no event.
-			counter := &requestCounter{}
-			c, err := client.New(counter.wrap(h.env.Config), client.Options{Scheme: h.env.Scheme})
+			counter := &testenv.RequestRecorder{}
+			c, err := client.New(counter.Wrap(h.env.Config), client.Options{Scheme: h.env.Scheme})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +166,7 @@ func testGoldenFluxObjects(t *testing.T, h *harness) {
 			if _, err := h.reconcile(t, r, ad); err != nil {
 				t.Fatal(err)
 			}
-			requests := counter.take()
+			requests := counter.Take()
 			if len(requests) == 0 {
 				t.Fatal("the counting client saw no requests")
 			}

@@ -4,12 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -21,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -205,54 +201,4 @@ func assertEvent(t *testing.T, got []string, eventType, reason string) {
 		}
 	}
 	t.Errorf("no %s event with reason %s in %q", eventType, reason, got)
-}
-
-// requestCounter counts the API requests that pass through a rest.Config, except the long-running watches
-// informers keep open.
-type requestCounter struct {
-	mu       sync.Mutex
-	requests []string
-}
-
-func (c *requestCounter) wrap(cfg *rest.Config) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			if req.URL.Query().Get("watch") != "true" {
-				c.mu.Lock()
-				c.requests = append(c.requests, req.Method+" "+req.URL.Path)
-				c.mu.Unlock()
-			}
-			return rt.RoundTrip(req)
-		})
-	})
-	return cfg
-}
-
-func (c *requestCounter) take() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.requests
-	c.requests = nil
-	return out
-}
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-// eventually polls check until it returns nil or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

@@ -29,6 +29,8 @@ type Env struct {
 	Config *rest.Config
 	Client client.Client
 	Scheme *kruntime.Scheme
+	// Kubeconfig authenticates a member of system:masters, for programs the tests run as processes.
+	Kubeconfig []byte
 }
 
 // RepoRoot is the root of the fluxdeployer module, found from this file so tests run from any package.
@@ -69,7 +71,7 @@ func Main(m *testing.M, use func(*Env), extraCRDDirs ...string) {
 	os.Exit(code)
 }
 
-func start(extraCRDDirs ...string) (*Env, func() error, error) {
+func start(extraCRDDirs ...string) (_ *Env, stop func() error, err error) {
 	assets, err := assetsDir()
 	if err != nil {
 		return nil, nil, err
@@ -94,12 +96,24 @@ func start(extraCRDDirs ...string) (*Env, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	defer func() {
+		if err != nil {
+			_ = te.Stop()
+		}
+	}()
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		_ = te.Stop()
 		return nil, nil, err
 	}
-	return &Env{Config: cfg, Client: c, Scheme: scheme}, te.Stop, nil
+	admin, err := te.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	kubeconfig, err := admin.KubeConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &Env{Config: cfg, Client: c, Scheme: scheme, Kubeconfig: kubeconfig}, te.Stop, nil
 }
 
 func assetsDir() (string, error) {

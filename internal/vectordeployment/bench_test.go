@@ -3,7 +3,6 @@ package vectordeployment
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,12 +12,13 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
 // BenchmarkReconcile100x10 measures a cold start: a fresh reconciler (empty OCM cache) brings 100
 // VectorDeployments of 10 artifacts each (10 vectors, each shared by 10 VectorDeployments; half the artifacts
-// reusable) to ArtifactDeploymentsCreated on the real API server. It reports API-server and registry requests
-// per artifact slot. Run it with -benchtime=1x: one iteration takes seconds.
+// reusable) to ArtifactDeploymentsCreated on the real API server. It reports API-server requests (informers'
+// watches aside) and registry requests per artifact slot. Run it with -benchtime=1x: one iteration takes seconds.
 func BenchmarkReconcile100x10(b *testing.B) {
 	const vectors, perVector, artifactsPerVector = 10, 10, 10
 	reg := ocmtest.NewRegistry(b)
@@ -35,11 +35,11 @@ func BenchmarkReconcile100x10(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		ns := newNamespace(b)
-		var api atomic.Int64
+		var api testenv.RequestRecorder
 		registryBefore := reg.Requests()
 		b.StartTimer()
 
-		stop := startManager(b, managerOptions{resolver: ocm.NewClient(ocm.Options{}), apiRequests: &api})
+		stop := startManager(b, managerOptions{resolver: ocm.NewClient(ocm.Options{}), requests: &api})
 		for v, ref := range refs {
 			for i := range perVector {
 				createVectorDeployment(b, ns, fmt.Sprintf("shop%d-%d", v, i), ref)
@@ -48,7 +48,7 @@ func BenchmarkReconcile100x10(b *testing.B) {
 		waitAllCreated(b, ns, vectors*perVector)
 		stop()
 
-		apiRequests += api.Load()
+		apiRequests += int64(len(api.Take()))
 		registryRequests += reg.Requests() - registryBefore
 	}
 	b.ReportMetric(float64(apiRequests)/float64(b.N)/slots, "api-requests/artifact")
@@ -56,7 +56,7 @@ func BenchmarkReconcile100x10(b *testing.B) {
 }
 
 func waitAllCreated(b *testing.B, namespace string, want int) {
-	eventually(b, 5*time.Minute, func() error {
+	testenv.Eventually(b, 5*time.Minute, func() error {
 		list := &konfidencev1.VectorDeploymentList{}
 		if err := env.Client.List(context.Background(), list, client.InNamespace(namespace)); err != nil {
 			return err

@@ -2,6 +2,7 @@ package vectordeployment
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
 func mustName(t testing.TB, component, version, uid string, count int32, hashLength int) string {
@@ -110,7 +112,7 @@ func TestTwoVectorDeploymentsShareReusableArtifacts(t *testing.T) {
 
 	var ads map[string]*konfidencev1.ArtifactDeployment
 	sharedName := mustName(t, shared.Name, shared.Version, "", 0, HashLength)
-	eventually(t, 10*time.Second, func() error {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		ads = listADs(t, ns)
 		if n := len(ads[sharedName].OwnerReferences); n != 2 {
 			return fmt.Errorf("shared ArtifactDeployment %s has %d owners", sharedName, n)
@@ -131,7 +133,25 @@ func TestTwoVectorDeploymentsShareReusableArtifacts(t *testing.T) {
 			t.Errorf("no private ArtifactDeployment for %s", vd.Name)
 		}
 	}
-	waitForEvent(t, ns, "b", "ArtifactDeploymentAdopted", sharedName)
+	// Whichever VectorDeployment came second adopted what the first created.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		created := append(eventMessages(t, ns, "a", "ArtifactDeploymentCreated"), eventMessages(t, ns, "b", "ArtifactDeploymentCreated")...)
+		adopted := append(eventMessages(t, ns, "a", "ArtifactDeploymentAdopted"), eventMessages(t, ns, "b", "ArtifactDeploymentAdopted")...)
+		if countContaining(created, sharedName) != 1 || countContaining(adopted, sharedName) != 1 {
+			return fmt.Errorf("want %s created once and adopted once; created %q, adopted %q", sharedName, created, adopted)
+		}
+		return nil
+	})
+}
+
+func countContaining(msgs []string, s string) int {
+	n := 0
+	for _, m := range msgs {
+		if strings.Contains(m, s) {
+			n++
+		}
+	}
+	return n
 }
 
 func keys[V any](m map[string]V) []string {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,7 +12,6 @@ import (
 	"github.com/fluxcd/pkg/runtime/events"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,8 +41,8 @@ const (
 type managerOptions struct {
 	hashLength int
 	resolver   ocm.Resolver
-	// apiRequests, when set, counts the manager's requests to the API server; apiWrites those that write.
-	apiRequests, apiWrites *atomic.Int64
+	// requests, when set, records the manager's requests to the API server.
+	requests *testenv.RequestRecorder
 }
 
 // startManager runs the VectorDeployment reconciler in its own manager against the shared API server, as a
@@ -58,9 +55,9 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 	if o.resolver == nil {
 		o.resolver = ocm.NewClient(ocm.Options{})
 	}
-	cfg := rest.CopyConfig(env.Config)
-	if o.apiRequests != nil || o.apiWrites != nil {
-		cfg.Wrap(countingTransport(o.apiRequests, o.apiWrites))
+	cfg := env.Config
+	if o.requests != nil {
+		cfg = o.requests.Wrap(cfg)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
@@ -81,41 +78,8 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 	if err := r.setupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: ptr.To(true)}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return testenv.RunManager(t, mgr)
 }
-
-func countingTransport(all, writes *atomic.Int64) func(http.RoundTripper) http.RoundTripper {
-	return func(next http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if all != nil {
-				all.Add(1)
-			}
-			if writes != nil && req.Method != http.MethodGet {
-				writes.Add(1)
-			}
-			return next.RoundTrip(req)
-		})
-	}
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 func newNamespace(t testing.TB) string {
 	t.Helper()
@@ -136,22 +100,6 @@ func createVectorDeployment(t testing.TB, namespace, name, vector string) *konfi
 		t.Fatal(err)
 	}
 	return vd
-}
-
-// eventually retries check until it returns nil, failing the test with its last error after timeout.
-func eventually(t testing.TB, timeout time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func getVD(t testing.TB, vd *konfidencev1.VectorDeployment) *konfidencev1.VectorDeployment {
@@ -180,7 +128,7 @@ func listADs(t testing.TB, namespace string) map[string]*konfidencev1.ArtifactDe
 func waitForCondition(t testing.TB, vd *konfidencev1.VectorDeployment, condType string, status metav1.ConditionStatus, reason string) *konfidencev1.VectorDeployment {
 	t.Helper()
 	var got *konfidencev1.VectorDeployment
-	eventually(t, 30*time.Second, func() error {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		got = getVD(t, vd)
 		c := conditions.Get(got, condType)
 		if c == nil || c.Status != status || c.Reason != reason {
@@ -210,7 +158,7 @@ func eventMessages(t testing.TB, namespace, objectName, reason string) []string 
 func waitForEvent(t testing.TB, namespace, objectName, reason string, contains ...string) string {
 	t.Helper()
 	var found string
-	eventually(t, 30*time.Second, func() error {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		for _, m := range eventMessages(t, namespace, objectName, reason) {
 			ok := true
 			for _, c := range contains {

@@ -3,7 +3,7 @@ package vectordeployment
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +13,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
 // TestSteadyStateResyncWritesNothing: once a VectorDeployment has converged, a reconcile (here triggered by a
@@ -24,32 +25,47 @@ func TestSteadyStateResyncWritesNothing(t *testing.T) {
 	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
 	private := ocmtest.Artifact("acme.org/artifacts/database", "1.0.0", helmType, false)
 	vector := pushVector(t, reg, "acme.org/vectors/shop", app, private)
-	var writes atomic.Int64
-	startManager(t, managerOptions{apiWrites: &writes})
+	var requests testenv.RequestRecorder
+	startManager(t, managerOptions{requests: &requests})
 	vd := createVectorDeployment(t, ns, "shop", vector)
 	waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, "Succeeded")
 	for _, ad := range listADs(t, ns) {
 		markReady(t, ad)
 	}
 	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, "Succeeded")
-	time.Sleep(time.Second) // let the reconciles queued by the status updates settle
-
-	writesBefore, registryBefore, reconciled := writes.Load(), reg.Requests(), reconcileCount(t)
+	// Let the reconciles queued by the status updates settle: a second without a write.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		requests.Take()
+		time.Sleep(time.Second)
+		if n := testenv.Writes(requests.Take()); n > 0 {
+			return fmt.Errorf("still settling: %d writes in the last second", n)
+		}
+		return nil
+	})
+	vd = getVD(t, vd)
+	registryBefore, reconciled := reg.Requests(), reconcileCount(t)
 	ad := listADs(t, ns)[vd.Status.ResultingArtifactDeployments[app.Name].Name]
 	before := ad.DeepCopy()
 	ad.Labels["touched"] = "yes" // the watch maps it to the VectorDeployment: a reconcile with nothing to do
 	if err := env.Client.Patch(context.Background(), ad, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		if reconcileCount(t) == reconciled {
 			return fmt.Errorf("no reconcile yet")
 		}
 		return nil
 	})
 	time.Sleep(500 * time.Millisecond)
-	if got := writes.Load() - writesBefore; got != 0 {
-		t.Errorf("a steady-state reconcile made %d writes", got)
+	// Only this namespace: event broadcasts of earlier tests' objects may still be under way.
+	var got []string
+	for _, req := range requests.Take() {
+		if strings.Contains(req, "/namespaces/"+ns+"/") {
+			got = append(got, req)
+		}
+	}
+	if testenv.Writes(got) != 0 {
+		t.Errorf("a steady-state reconcile made %d writes: %q", testenv.Writes(got), got)
 	}
 	if got := reg.Requests() - registryBefore; got != 0 {
 		t.Errorf("a steady-state reconcile made %d registry requests", got)

@@ -10,6 +10,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
 // TestRacingReplicasAgree runs two reconcilers (two managers, no leader election) on the same VectorDeployments,
@@ -82,7 +83,7 @@ func TestRestartConverges(t *testing.T) {
 	vector := pushVector(t, reg, "acme.org/vectors/shop", artifacts...)
 	stop := startManager(t, managerOptions{})
 	vd := createVectorDeployment(t, ns, "shop", vector)
-	eventually(t, 30*time.Second, func() error {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		if n := len(listADs(t, ns)); n == 0 {
 			return fmt.Errorf("no ArtifactDeployment yet")
 		}

@@ -1,0 +1,107 @@
+package testenv
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// Eventually calls check until it returns nil, and fails the test with its last error once timeout has passed.
+func Eventually(t testing.TB, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// FreeAddr returns a loopback address that nothing listened on a moment ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// RunManager starts a manager and stops it when the test ends, or earlier through the returned function.
+func RunManager(t testing.TB, mgr manager.Manager) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager stopped with %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// RequestRecorder records the API requests that pass through a rest.Config as "METHOD path", except the
+// long-running watches informers keep open.
+type RequestRecorder struct {
+	mu       sync.Mutex
+	requests []string
+}
+
+// Wrap returns a copy of cfg whose requests are recorded.
+func (r *RequestRecorder) Wrap(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.URL.Query().Get("watch") != "true" {
+				r.mu.Lock()
+				r.requests = append(r.requests, req.Method+" "+req.URL.Path)
+				r.mu.Unlock()
+			}
+			return next.RoundTrip(req)
+		})
+	})
+	return cfg
+}
+
+// Take returns the requests recorded since the last Take.
+func (r *RequestRecorder) Take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.requests
+	r.requests = nil
+	return out
+}
+
+// Writes counts the requests among these that change something.
+func Writes(requests []string) int {
+	n := 0
+	for _, req := range requests {
+		if !strings.HasPrefix(req, http.MethodGet+" ") {
+			n++
+		}
+	}
+	return n
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -28,13 +28,16 @@ vet:
 	go vet ./...
 
 .PHONY: test-assets
-test-assets: ## Build kube-apiserver and etcd for envtest (first run about 7 minutes).
+test-assets: ## Build kube-apiserver and etcd for envtest, and the Flux controllers for e2e (first run 15-25 minutes).
 	@hack/test-assets.sh
+	@hack/flux-assets.sh
 
 .PHONY: test
 test: vet verify-generated ## Unit, envtest and short fuzz tests.
-	@# envtest runs a real kube-apiserver and etcd, built from the Go module proxy into a cache outside the clone.
-	assets=$$(hack/test-assets.sh) && KUBEBUILDER_ASSETS=$$assets go test ./... -count=1
+	@# envtest runs a real kube-apiserver and etcd, and e2e/ the real Flux source- and kustomize-controller, all
+	@# built from the Go module proxy into a cache outside the clone on first use.
+	assets=$$(hack/test-assets.sh) && flux=$$(hack/flux-assets.sh) && \
+		KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux go test ./... -count=1
 	$(MAKE) fuzz
 
 .PHONY: fuzz

@@ -44,11 +44,11 @@ test: vet verify-generated ## Unit, envtest and short fuzz tests.
 fuzz: ## A short run of every fuzz target.
 	go test ./pkg/hash -run '^$$' -fuzz '^FuzzFnv$$' -fuzztime $(FUZZTIME)
 	go test ./pkg/sanitize -run '^$$' -fuzz '^FuzzNamesAreAlwaysValid$$' -fuzztime $(FUZZTIME)
-	go test ./internal/vectordeployment -run '^$$' -fuzz '^FuzzArtifactDeploymentName$$' -fuzztime $(FUZZTIME)
+	go test ./internal/vectordeployment/naming -run '^$$' -fuzz '^FuzzArtifactDeploymentName$$' -fuzztime $(FUZZTIME)
 
 .PHONY: bench
 bench: ## Benchmarks of the naming core (compare runs with benchstat).
-	go test ./pkg/... ./internal/vectordeployment -run '^$$' -bench . -benchmem -count 10
+	go test ./pkg/... ./internal/vectordeployment/naming -run '^$$' -bench . -benchmem -count 10
 
 .PHONY: build
 build: ## Build bin/fluxdeployer.

@@ -25,7 +25,7 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
-	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment"
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
 var env *testenv.Env
@@ -120,7 +120,7 @@ func TestVectorDeploysThroughFlux(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	name, hash, err := vectordeployment.ArtifactDeploymentName(artifact.Name, artifact.Version, "", 0)
+	name, hash, err := naming.ArtifactDeploymentName(artifact.Name, artifact.Version, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment"
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
 func newNameCommand() *cobra.Command {
@@ -24,7 +24,7 @@ func newNameCommand() *cobra.Command {
 			if output != "" && output != "json" {
 				return fmt.Errorf("unknown output format %q (want json)", output)
 			}
-			name, hash, err := vectordeployment.ArtifactDeploymentName(component, version, uid, collisionCount)
+			name, hash, err := naming.ArtifactDeploymentName(component, version, uid, collisionCount)
 			if err != nil {
 				return err
 			}

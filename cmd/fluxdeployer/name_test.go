@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment"
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
 func execute(args ...string) (stdout string, err error) {
@@ -20,7 +20,7 @@ func execute(args ...string) (stdout string, err error) {
 }
 
 func TestNamePrintsTheConstructedName(t *testing.T) {
-	want, wantHash, err := vectordeployment.ArtifactDeploymentName("acme.org/x/app", "1.2.3", "uid-1", 2)
+	want, wantHash, err := naming.ArtifactDeploymentName("acme.org/x/app", "1.2.3", "uid-1", 2)
 	if err != nil {
 		t.Fatal(err)
 	}

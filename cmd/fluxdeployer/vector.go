@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
-	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment"
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
 func newVectorCommand() *cobra.Command {
@@ -119,7 +119,7 @@ func inspectArtifact(a *ocm.Artifact, uid string) (inspectedArtifact, error) {
 	if a.AllowReuse {
 		uid = "" // reusable artifacts are shared across VectorDeployments, so their name must not depend on one
 	}
-	name, hash, err := vectordeployment.ArtifactDeploymentName(a.Component, a.Version, uid, 0)
+	name, hash, err := naming.ArtifactDeploymentName(a.Component, a.Version, uid, 0)
 	if err != nil {
 		return inspectedArtifact{}, err
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
-	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment"
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
 func runCLI(t *testing.T, args ...string) (string, error) {
@@ -82,8 +82,8 @@ func TestVectorInspectJSON(t *testing.T) {
 				t.Fatalf("output = %+v", got)
 			}
 			front, back := got.Artifacts[0], got.Artifacts[1]
-			wantFront, hashFront, _ := vectordeployment.ArtifactDeploymentName("acme.org/artifacts/frontend", "1.2.3", "", 0)
-			wantBack, hashBack, _ := vectordeployment.ArtifactDeploymentName("acme.org/artifacts/backend", "2.0.0+build.5", "vd-uid-1", 0)
+			wantFront, hashFront, _ := naming.ArtifactDeploymentName("acme.org/artifacts/frontend", "1.2.3", "", 0)
+			wantBack, hashBack, _ := naming.ArtifactDeploymentName("acme.org/artifacts/backend", "2.0.0+build.5", "vd-uid-1", 0)
 			if front.Component != "acme.org/artifacts/frontend" || front.Type != "cloud.konfidence.flux.helm" || !front.AllowReuse ||
 				front.Name != wantFront || front.Hash != hashFront {
 				t.Errorf("frontend = %+v, want name %s", front, wantFront)
@@ -108,7 +108,7 @@ func TestVectorInspectTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, _, _ := vectordeployment.ArtifactDeploymentName("acme.org/artifacts/frontend", "1.2.3", "", 0)
+	name, _, _ := naming.ArtifactDeploymentName("acme.org/artifacts/frontend", "1.2.3", "", 0)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "COMPONENT") ||
 		!strings.Contains(lines[1], name) || !strings.Contains(lines[1], "seed-data") || !strings.Contains(lines[1], "chart(helmChart)") {

@@ -14,6 +14,7 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
 // closedPort returns a loopback address nothing listens on.
@@ -123,7 +124,7 @@ func TestBrokenArtifactsFailAlone(t *testing.T) {
 				t.Errorf("Ready message %q does not name %s", msg, tc.broken.Name)
 			}
 			ads := listADs(t, ns)
-			if _, ok := ads[mustName(t, good.Name, good.Version, "", 0, HashLength)]; !ok || len(ads) != 1 {
+			if _, ok := ads[mustName(t, good.Name, good.Version, "", 0, naming.HashLength)]; !ok || len(ads) != 1 {
 				t.Errorf("want only the good artifact deployed, got %v", keys(ads))
 			}
 		})

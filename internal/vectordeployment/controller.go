@@ -20,6 +20,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
 // Reconciler reconciles VectorDeployments.
@@ -30,7 +31,7 @@ type Reconciler struct {
 	Source    VectorSource
 	Recorder  record.EventRecorder
 
-	// hashLength is HashLength; tests shorten it so that names collide on their own.
+	// hashLength is naming.HashLength; tests shorten it so that names collide on their own.
 	hashLength int
 }
 
@@ -103,7 +104,7 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager) error {
 		APIReader:  mgr.GetAPIReader(),
 		Source:     ocmSource{resolver: ocm.NewClient(ocm.Options{Credentials: credentials})},
 		Recorder:   recorder,
-		hashLength: HashLength,
+		hashLength: naming.HashLength,
 	}
 	return r.setupWithManager(mgr, controller.Options{MaxConcurrentReconciles: max(1, o.concurrency)})
 }

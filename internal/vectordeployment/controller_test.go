@@ -13,11 +13,12 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
 func mustName(t testing.TB, component, version, uid string, count int32, hashLength int) string {
 	t.Helper()
-	name, _, err := artifactDeploymentName(component, version, uid, count, hashLength)
+	name, _, err := naming.ArtifactDeploymentNameWithHashLength(component, version, uid, count, hashLength)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,9 +40,9 @@ func TestVectorWithThreeArtifacts(t *testing.T) {
 		cv  ocmtest.ComponentVersion
 		uid string
 	}{
-		mustName(t, helm.Name, helm.Version, "", 0, HashLength):                   {helm, ""},
-		mustName(t, kustomize.Name, kustomize.Version, "", 0, HashLength):         {kustomize, ""},
-		mustName(t, private.Name, private.Version, string(vd.UID), 0, HashLength): {private, string(vd.UID)},
+		mustName(t, helm.Name, helm.Version, "", 0, naming.HashLength):                   {helm, ""},
+		mustName(t, kustomize.Name, kustomize.Version, "", 0, naming.HashLength):         {kustomize, ""},
+		mustName(t, private.Name, private.Version, string(vd.UID), 0, naming.HashLength): {private, string(vd.UID)},
 	}
 	ads := listADs(t, ns)
 	if len(ads) != len(want) {
@@ -55,11 +56,11 @@ func TestVectorWithThreeArtifacts(t *testing.T) {
 		reusable := w.uid == ""
 		a := ad.Annotations
 		if a[konfidencev1.ArtifactComponentAnnotation] != w.cv.Name || a[konfidencev1.ArtifactVersionAnnotation] != w.cv.Version ||
-			a[konfidencev1.ArtifactHashAnnotation] != name[len(name)-HashLength:] || a[konfidencev1.AllowReuseAnnotation] != fmt.Sprint(reusable) ||
+			a[konfidencev1.ArtifactHashAnnotation] != name[len(name)-naming.HashLength:] || a[konfidencev1.AllowReuseAnnotation] != fmt.Sprint(reusable) ||
 			a[konfidencev1.VectorDeploymentUIDAnnotation] != w.uid {
 			t.Errorf("%s: annotations %v", name, a)
 		}
-		if got := ad.Labels[konfidencev1.ArtifactIdentityLabel]; got != mustName(t, w.cv.Name, w.cv.Version, w.uid, 0, HashLength)[len(name)-HashLength:] {
+		if got := ad.Labels[konfidencev1.ArtifactIdentityLabel]; got != mustName(t, w.cv.Name, w.cv.Version, w.uid, 0, naming.HashLength)[len(name)-naming.HashLength:] {
 			t.Errorf("%s: identity label %q", name, got)
 		}
 		if len(ad.OwnerReferences) != 1 || ad.OwnerReferences[0].UID != vd.UID || ptr.Deref(ad.OwnerReferences[0].Controller, false) == reusable {
@@ -80,7 +81,7 @@ func TestVectorWithThreeArtifacts(t *testing.T) {
 
 	result := konfidencev1.DeploymentResult{Name: "frontend", Type: "http-k8s-service"}
 	for name, ad := range ads {
-		if name == mustName(t, helm.Name, helm.Version, "", 0, HashLength) {
+		if name == mustName(t, helm.Name, helm.Version, "", 0, naming.HashLength) {
 			markReady(t, ad, result)
 		} else {
 			markReady(t, ad)
@@ -111,7 +112,7 @@ func TestTwoVectorDeploymentsShareReusableArtifacts(t *testing.T) {
 	waitForCondition(t, b, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, "Succeeded")
 
 	var ads map[string]*konfidencev1.ArtifactDeployment
-	sharedName := mustName(t, shared.Name, shared.Version, "", 0, HashLength)
+	sharedName := mustName(t, shared.Name, shared.Version, "", 0, naming.HashLength)
 	testenv.Eventually(t, 10*time.Second, func() error {
 		ads = listADs(t, ns)
 		if n := len(ads[sharedName].OwnerReferences); n != 2 {
@@ -129,7 +130,7 @@ func TestTwoVectorDeploymentsShareReusableArtifacts(t *testing.T) {
 	}
 	for _, vd := range []*konfidencev1.VectorDeployment{a, b} {
 		vd = getVD(t, vd)
-		if _, ok := ads[mustName(t, private.Name, private.Version, string(vd.UID), 0, HashLength)]; !ok {
+		if _, ok := ads[mustName(t, private.Name, private.Version, string(vd.UID), 0, naming.HashLength)]; !ok {
 			t.Errorf("no private ArtifactDeployment for %s", vd.Name)
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
 var env *testenv.Env
@@ -50,7 +51,7 @@ type managerOptions struct {
 func startManager(t testing.TB, o managerOptions) (stop func()) {
 	t.Helper()
 	if o.hashLength == 0 {
-		o.hashLength = HashLength
+		o.hashLength = naming.HashLength
 	}
 	if o.resolver == nil {
 		o.resolver = ocm.NewClient(ocm.Options{})

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/fluxdeployer/fluxdeployer/pkg/hash"
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 )
@@ -42,7 +42,7 @@ func identityOfObject(ad *konfidencev1.ArtifactDeployment) identity {
 
 // name returns the ArtifactDeployment name and hash for this identity under a collision count.
 func (id identity) name(collisionCount int32, hashLength int) (name, hash string, err error) {
-	return artifactDeploymentName(id.component, id.version, string(id.vectorDeploymentUID), collisionCount, hashLength)
+	return naming.ArtifactDeploymentNameWithHashLength(id.component, id.version, string(id.vectorDeploymentUID), collisionCount, hashLength)
 }
 
 func (id identity) String() string {
@@ -82,10 +82,7 @@ func collisionCountOf(ad *konfidencev1.ArtifactDeployment) int32 {
 // label is the value of ArtifactIdentityLabel: the full-length hash of the unsalted identity, so that every
 // ArtifactDeployment of this identity is found by one label selector whatever salt its name carries.
 func (id identity) label() string {
-	var buf [512]byte
-	input := appendHashInput(buf[:0], id.component, id.version, string(id.vectorDeploymentUID), 0)
-	h, _ := hash.AppendFnv(make([]byte, 0, HashLength), input, HashLength) // HashLength is in range
-	return string(h)
+	return naming.IdentityHash(id.component, id.version, string(id.vectorDeploymentUID))
 }
 
 // matches tells whether an existing ArtifactDeployment was created for this identity.

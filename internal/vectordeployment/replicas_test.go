@@ -11,6 +11,7 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
 // TestRacingReplicasAgree runs two reconcilers (two managers, no leader election) on the same VectorDeployments,
@@ -102,7 +103,7 @@ func TestRestartConverges(t *testing.T) {
 		if i := a.Name[len(a.Name)-1] - '0'; i%2 == 1 {
 			uid = string(vd.UID)
 		}
-		name := mustName(t, a.Name, a.Version, uid, 0, HashLength)
+		name := mustName(t, a.Name, a.Version, uid, 0, naming.HashLength)
 		if ad, ok := ads[name]; !ok || len(ad.OwnerReferences) != 1 {
 			t.Errorf("want %s owned once by the VectorDeployment, got %+v", name, ad)
 		}

@@ -17,6 +17,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
 // resolve reads the vector and records the outcome in the VectorDownloaded condition. It returns no artifacts
@@ -64,7 +65,7 @@ func (r *Reconciler) syncArtifacts(ctx context.Context, vd *konfidencev1.VectorD
 			continue
 		}
 		slot, err := r.syncArtifact(ctx, vd, ra.Artifact, collisionCountOfSlot(vd, ra.Artifact.Component))
-		if errors.Is(err, ErrInvalidNameInput) {
+		if errors.Is(err, naming.ErrInvalidInput) {
 			ra.Err = err
 			continue
 		}
@@ -178,7 +179,7 @@ func artifactFailures(artifacts []ResolvedArtifact) (reason, msg string) {
 }
 
 func failureReason(err error) string {
-	if errors.Is(err, ErrInvalidNameInput) {
+	if errors.Is(err, naming.ErrInvalidInput) {
 		return konfidencev1.InvalidNameInputReason
 	}
 	return string(ocm.ReasonOf(err))
@@ -187,7 +188,7 @@ func failureReason(err error) string {
 // isPermanentFailure tells whether some artifact failed in a way retrying cannot fix.
 func isPermanentFailure(artifacts []ResolvedArtifact) bool {
 	for _, a := range artifacts {
-		if a.Err != nil && (errors.Is(a.Err, ErrInvalidNameInput) || ocm.IsPermanent(a.Err)) {
+		if a.Err != nil && (errors.Is(a.Err, naming.ErrInvalidInput) || ocm.IsPermanent(a.Err)) {
 			return true
 		}
 	}
@@ -198,7 +199,7 @@ func isPermanentFailure(artifacts []ResolvedArtifact) bool {
 func artifactErrors(artifacts []ResolvedArtifact) error {
 	var errs []error
 	for _, a := range artifacts {
-		if a.Err != nil && !errors.Is(a.Err, ErrInvalidNameInput) && !ocm.IsPermanent(a.Err) {
+		if a.Err != nil && !errors.Is(a.Err, naming.ErrInvalidInput) && !ocm.IsPermanent(a.Err) {
 			errs = append(errs, fmt.Errorf("%s: %w", a.Ref, a.Err))
 		}
 	}

@@ -1,4 +1,6 @@
-package vectordeployment
+// Package naming builds ArtifactDeployment names: a pure function of an artifact's identity and a collision
+// counter. Names are a persistence format; the golden vectors in testdata pin them.
+package naming
 
 import (
 	"errors"
@@ -18,8 +20,8 @@ const (
 	MaxNameLength = 53
 )
 
-// ErrInvalidNameInput reports a component or version from which no name can be built.
-var ErrInvalidNameInput = errors.New("invalid ArtifactDeployment name input")
+// ErrInvalidInput reports a component or version from which no name can be built.
+var ErrInvalidInput = errors.New("invalid ArtifactDeployment name input")
 
 // ArtifactDeploymentName returns the name of the ArtifactDeployment for an artifact, and the hash that ends it.
 //
@@ -34,19 +36,19 @@ var ErrInvalidNameInput = errors.New("invalid ArtifactDeployment name input")
 // segment, as an RFC 1123 label of at most MaxNameLength characters: when too long, the basename is shortened
 // first, then dropped, then the version; the hash is never cut.
 func ArtifactDeploymentName(component, version, uid string, collisionCount int32) (name, hashValue string, err error) {
-	return artifactDeploymentName(component, version, uid, collisionCount, HashLength)
+	return ArtifactDeploymentNameWithHashLength(component, version, uid, collisionCount, HashLength)
 }
 
-// artifactDeploymentName is ArtifactDeploymentName with the hash length as a parameter: tests shorten it to make
-// collisions happen on their own.
-func artifactDeploymentName(component, version, uid string, collisionCount int32, hashLength int) (name, hashValue string, err error) {
+// ArtifactDeploymentNameWithHashLength is ArtifactDeploymentName with another hash length. Only tests use it:
+// a short hash makes collisions happen on their own.
+func ArtifactDeploymentNameWithHashLength(component, version, uid string, collisionCount int32, hashLength int) (name, hashValue string, err error) {
 	switch {
 	case strings.TrimSpace(component) == "":
-		return "", "", fmt.Errorf("%w: component name is empty", ErrInvalidNameInput)
+		return "", "", fmt.Errorf("%w: component name is empty", ErrInvalidInput)
 	case strings.TrimSpace(version) == "":
-		return "", "", fmt.Errorf("%w: version of %s is empty", ErrInvalidNameInput, component)
+		return "", "", fmt.Errorf("%w: version of %s is empty", ErrInvalidInput, component)
 	case collisionCount < 0:
-		return "", "", fmt.Errorf("%w: negative collision count %d", ErrInvalidNameInput, collisionCount)
+		return "", "", fmt.Errorf("%w: negative collision count %d", ErrInvalidInput, collisionCount)
 	}
 
 	var inputBuf [512]byte
@@ -101,4 +103,13 @@ func appendField[T string | []byte](dst []byte, tag byte, value T) []byte {
 	dst = strconv.AppendInt(dst, int64(len(value)), 10)
 	dst = append(dst, ':')
 	return append(dst, value...)
+}
+
+// IdentityHash is the full-length hash of an unsalted identity (collision count 0), the same for every salted
+// name of that identity.
+func IdentityHash(component, version, uid string) string {
+	var buf [512]byte
+	input := appendHashInput(buf[:0], component, version, uid, 0)
+	h, _ := hash.AppendFnv(make([]byte, 0, HashLength), input, HashLength) // HashLength is in range
+	return string(h)
 }

@@ -1,4 +1,4 @@
-package vectordeployment
+package naming
 
 import (
 	"encoding/json"
@@ -111,8 +111,8 @@ func TestArtifactDeploymentNameRejectsBadInput(t *testing.T) {
 		component, version string
 		count              int32
 	}{{"", "1.0.0", 0}, {"  \t", "1.0.0", 0}, {"acme.org/x", "", 0}, {"acme.org/x", " \n", 0}, {"acme.org/x", "1.0", -1}} {
-		if name, _, err := ArtifactDeploymentName(tc.component, tc.version, "", tc.count); !errors.Is(err, ErrInvalidNameInput) {
-			t.Errorf("(%q, %q, %d) = %q, %v; want ErrInvalidNameInput", tc.component, tc.version, tc.count, name, err)
+		if name, _, err := ArtifactDeploymentName(tc.component, tc.version, "", tc.count); !errors.Is(err, ErrInvalidInput) {
+			t.Errorf("(%q, %q, %d) = %q, %v; want ErrInvalidInput", tc.component, tc.version, tc.count, name, err)
 		}
 	}
 }
@@ -143,7 +143,7 @@ func FuzzArtifactDeploymentName(f *testing.F) {
 	f.Fuzz(func(t *testing.T, component, version, uid string, count int32) {
 		name, h, err := ArtifactDeploymentName(component, version, uid, count)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidNameInput) {
+			if !errors.Is(err, ErrInvalidInput) {
 				t.Fatalf("unexpected error kind: %v", err)
 			}
 			return

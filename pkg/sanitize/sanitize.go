@@ -24,7 +24,8 @@ var ErrNoValidCharacters = errors.New("no character of the input is valid in a K
 // DNSLabelName returns s as an RFC 1123 label ([a-z0-9-], alphanumeric at both ends) of at most maxLen
 // characters; maxLen is clamped to [1, MaxDNSLabelLength].
 func DNSLabelName(s string, maxLen int) (string, error) {
-	return finish(AppendDNSLabel(make([]byte, 0, min(len(s), clamp(maxLen, MaxDNSLabelLength))), s, maxLen))
+	var buf [MaxDNSLabelLength]byte
+	return finish(AppendDNSLabel(buf[:0], s, maxLen))
 }
 
 // DNSSubdomainName returns s as an RFC 1123 subdomain (dot-separated labels) of at most maxLen characters;

@@ -88,6 +88,16 @@ func fluxAssets(t *testing.T) string {
 	return strings.TrimSpace(string(out))
 }
 
+// kubeAssets returns the folder with kube-apiserver, etcd and kube-controller-manager.
+func kubeAssets(t *testing.T) string {
+	t.Helper()
+	dir, err := testenv.AssetsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // buildFluxdeployer builds the operator binary the way a release would.
 func buildFluxdeployer(t *testing.T) string {
 	t.Helper()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the real kube-apiserver and etcd that envtest runs, from the Go module proxy, into a versioned cache
+# Builds the real kube-apiserver and etcd that envtest runs (and kube-controller-manager for garbage collection), from the Go module proxy, into a versioned cache
 # folder outside the clone, and prints that folder (use it as KUBEBUILDER_ASSETS). A cold build takes about
 # 7 minutes on 2 cores; when both binaries are already present it does nothing.
 #
@@ -23,5 +23,7 @@ build() { # module-dir package binary
 }
 
 build kube k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver
+# Garbage collection of owned objects is kube-controller-manager's job: the owner-reference tests run it.
+build kube k8s.io/kubernetes/cmd/kube-controller-manager kube-controller-manager
 build etcd go.etcd.io/etcd/server/v3 etcd
 echo "$dir"

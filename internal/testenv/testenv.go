@@ -72,7 +72,7 @@ func Main(m *testing.M, use func(*Env), extraCRDDirs ...string) {
 }
 
 func start(extraCRDDirs ...string) (_ *Env, stop func() error, err error) {
-	assets, err := assetsDir()
+	assets, err := AssetsDir()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -116,7 +116,9 @@ func start(extraCRDDirs ...string) (_ *Env, stop func() error, err error) {
 	return &Env{Config: cfg, Client: c, Scheme: scheme, Kubeconfig: kubeconfig}, te.Stop, nil
 }
 
-func assetsDir() (string, error) {
+// AssetsDir is the folder with kube-apiserver, etcd and kube-controller-manager: KUBEBUILDER_ASSETS, or what
+// hack/test-assets.sh builds.
+func AssetsDir() (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir, nil
 	}

@@ -7,6 +7,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/events"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/record"
@@ -64,10 +66,13 @@ func (r *Reconciler) reconcile(ctx context.Context, vd *konfidencev1.VectorDeplo
 		return ctrl.Result{}, err
 	}
 	slots, err := r.syncArtifacts(ctx, vd, artifacts)
+	bumped := recordSlots(vd, slots)
 	if err != nil {
+		// The slots synced so far are recorded; the rest is retried with backoff.
+		conditions.MarkReconciling(vd, meta.ProgressingWithRetryReason, "%s", err)
 		return ctrl.Result{}, err
 	}
-	if recordSlots(vd, slots) {
+	if bumped {
 		// A counter was bumped: the status write that follows persists it (or fails on a stale read), and the
 		// next reconcile tries the salted name.
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil

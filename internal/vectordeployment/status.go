@@ -56,25 +56,27 @@ func (r *Reconciler) fail(vd *konfidencev1.VectorDeployment, reason string, perm
 }
 
 // syncArtifacts syncs every artifact that was read. An artifact from which no name can be built fails alone,
-// like one that could not be read.
+// like one that could not be read; an API error on one artifact does not keep the others from being synced,
+// and what was synced is returned with the errors.
 func (r *Reconciler) syncArtifacts(ctx context.Context, vd *konfidencev1.VectorDeployment, artifacts []ResolvedArtifact) (map[string]slotResult, error) {
 	slots := map[string]slotResult{}
+	var errs []error
 	for i := range artifacts {
 		ra := &artifacts[i]
 		if ra.Err != nil {
 			continue
 		}
 		slot, err := r.syncArtifact(ctx, vd, ra.Artifact, collisionCountOfSlot(vd, ra.Artifact.Component))
-		if errors.Is(err, naming.ErrInvalidInput) {
+		switch {
+		case errors.Is(err, naming.ErrInvalidInput):
 			ra.Err = err
-			continue
+		case err != nil:
+			errs = append(errs, err)
+		default:
+			slots[ra.Artifact.Component] = slot
 		}
-		if err != nil {
-			return nil, err
-		}
-		slots[ra.Artifact.Component] = slot
 	}
-	return slots, nil
+	return slots, kerrors.NewAggregate(errs)
 }
 
 func collisionCountOfSlot(vd *konfidencev1.VectorDeployment, component string) int32 {

@@ -86,13 +86,14 @@ func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDe
 		return r.adopt(ctx, vd, id, holder, collisionCount)
 	}
 
-	collisions.Inc()
 	msg := fmt.Sprintf("ArtifactDeployment name %s for %s is taken by %s (collision count %d)", name, id, identityOfObject(holder), collisionCount)
-	r.Recorder.Event(vd, corev1.EventTypeWarning, konfidencev1.ArtifactDeploymentHashCollisionReason, msg)
-	log.FromContext(ctx).Info("ArtifactDeployment name collision", "artifactDeployment", name, "component", id.component, "version", id.version, "collisionCount", collisionCount)
 	if collisionCount >= konfidencev1.MaxCollisionCount {
+		// Reported once, as HashCollisionLimitExceeded, rather than on every resync of a stalled slot.
 		return slotResult{outcome: collisionLimit, name: name, collisionCount: collisionCount, message: msg}, nil
 	}
+	collisions.Inc()
+	r.Recorder.Event(vd, corev1.EventTypeWarning, konfidencev1.ArtifactDeploymentHashCollisionReason, msg)
+	log.FromContext(ctx).Info("ArtifactDeployment name collision", "artifactDeployment", name, "component", id.component, "version", id.version, "collisionCount", collisionCount)
 	return slotResult{outcome: collided, name: name, collisionCount: collisionCount + 1, message: msg}, nil
 }
 

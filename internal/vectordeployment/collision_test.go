@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -65,9 +66,13 @@ func TestCollisionIsRecoveredWithAPersistedCounter(t *testing.T) {
 	createSquatter(t, ns, names[0])
 	want := firstFree(names, map[string]bool{names[0]: true})
 
+	collisionsBefore := testutil.ToFloat64(collisions)
 	startManager(t, managerOptions{hashLength: shortHash})
 	vd := createVectorDeployment(t, ns, "shop", vector)
 	vd = waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, "Succeeded")
+	if got := testutil.ToFloat64(collisions) - collisionsBefore; got != float64(want) {
+		t.Errorf("the collision counter rose by %v, want %d", got, want)
+	}
 
 	msg := waitForEvent(t, ns, vd.Name, konfidencev1.ArtifactDeploymentHashCollisionReason, names[0], app.Name, "acme.org/artifacts/squatter")
 	t.Logf("event: %s", msg)

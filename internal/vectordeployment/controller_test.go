@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -105,6 +106,7 @@ func TestTwoVectorDeploymentsShareReusableArtifacts(t *testing.T) {
 	shared := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
 	private := ocmtest.Artifact("acme.org/artifacts/database", "1.0.0", helmType, false)
 	vector := pushVector(t, reg, "acme.org/vectors/shop", shared, private)
+	creationsBefore, adoptionsBefore := testutil.ToFloat64(creations), testutil.ToFloat64(adoptions)
 	startManager(t, managerOptions{})
 	a := createVectorDeployment(t, ns, "a", vector)
 	b := createVectorDeployment(t, ns, "b", vector)
@@ -133,6 +135,10 @@ func TestTwoVectorDeploymentsShareReusableArtifacts(t *testing.T) {
 		if _, ok := ads[mustName(t, private.Name, private.Version, string(vd.UID), 0, naming.HashLength)]; !ok {
 			t.Errorf("no private ArtifactDeployment for %s", vd.Name)
 		}
+	}
+	// Three creations (one shared, two private) and one adoption, counted for Prometheus too.
+	if c, a := testutil.ToFloat64(creations)-creationsBefore, testutil.ToFloat64(adoptions)-adoptionsBefore; c != 3 || a != 1 {
+		t.Errorf("metrics: %v creations and %v adoptions, want 3 and 1", c, a)
 	}
 	// Whichever VectorDeployment came second adopted what the first created.
 	testenv.Eventually(t, 30*time.Second, func() error {

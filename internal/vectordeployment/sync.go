@@ -50,7 +50,13 @@ type slotResult struct {
 // a collision the caller recovers from by bumping the count.
 func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDeployment, a Artifact, collisionCount int32) (slotResult, error) {
 	id := identityOf(a, vd)
-	existing, err := r.findByIdentity(ctx, vd.Namespace, id)
+	existing, err := r.findByIdentity(ctx, r.Client, vd.Namespace, id)
+	if err == nil && existing == nil {
+		// Before creating anything, ask the API server itself: the cache may not have seen an ArtifactDeployment
+		// of this identity that another VectorDeployment created a moment ago under a salted name. The steady
+		// state never gets here.
+		existing, err = r.findByIdentity(ctx, r.APIReader, vd.Namespace, id)
+	}
 	if err != nil {
 		return slotResult{}, err
 	}
@@ -91,17 +97,33 @@ func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDe
 		// Reported once, as HashCollisionLimitExceeded, rather than on every resync of a stalled slot.
 		return slotResult{outcome: collisionLimit, name: name, collisionCount: collisionCount, message: msg}, nil
 	}
+	result := slotResult{outcome: collided, name: name, collisionCount: collisionCount + 1, message: msg}
+	if bumped, err := r.counterMovedOn(ctx, vd, a.Component, collisionCount); err != nil || bumped {
+		// This reconcile read a stale counter: the collision is already handled. Its status write will fail on
+		// the resourceVersion precondition and the next reconcile sees the bumped counter; no second event.
+		return result, err
+	}
 	collisions.Inc()
 	r.Recorder.Event(vd, corev1.EventTypeWarning, konfidencev1.ArtifactDeploymentHashCollisionReason, msg)
 	log.FromContext(ctx).Info("ArtifactDeployment name collision", "artifactDeployment", name, "component", id.component, "version", id.version, "collisionCount", collisionCount)
-	return slotResult{outcome: collided, name: name, collisionCount: collisionCount + 1, message: msg}, nil
+	return result, nil
 }
 
-// findByIdentity returns the ArtifactDeployment of an identity, if any, from the cache. Should there be several
-// (only a bug could make them), the least salted one wins, so every reconciler picks the same.
-func (r *Reconciler) findByIdentity(ctx context.Context, namespace string, id identity) (*konfidencev1.ArtifactDeployment, error) {
+// counterMovedOn tells whether the API server already holds a higher collision count for the slot than the one
+// this reconcile computed with.
+func (r *Reconciler) counterMovedOn(ctx context.Context, vd *konfidencev1.VectorDeployment, component string, collisionCount int32) (bool, error) {
+	latest := &konfidencev1.VectorDeployment{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(vd), latest); err != nil {
+		return false, fmt.Errorf("reading the latest collision count: %w", err)
+	}
+	return collisionCountOfSlot(latest, component) > collisionCount, nil
+}
+
+// findByIdentity returns the ArtifactDeployment of an identity, if any. Should there be several (only a bug could
+// make them), the least salted one wins, so every reconciler picks the same.
+func (r *Reconciler) findByIdentity(ctx context.Context, reader client.Reader, namespace string, id identity) (*konfidencev1.ArtifactDeployment, error) {
 	list := &konfidencev1.ArtifactDeploymentList{}
-	if err := r.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{konfidencev1.ArtifactIdentityLabel: id.label()}); err != nil {
+	if err := reader.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{konfidencev1.ArtifactIdentityLabel: id.label()}); err != nil {
 		return nil, fmt.Errorf("listing ArtifactDeployments of %s: %w", id, err)
 	}
 	var found []*konfidencev1.ArtifactDeployment

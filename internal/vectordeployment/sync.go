@@ -50,9 +50,9 @@ type slotResult struct {
 // a collision the caller recovers from by bumping the count.
 func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDeployment, a Artifact, collisionCount int32) (slotResult, error) {
 	id := identityOf(a, vd)
-	// From the cache: asking the API server before every creation would cost a namespace-wide LIST each time
-	// (measured with benchstat: +47% API requests and twice the wall time for a cold start of 1,000 slots) to close a window of
-	// milliseconds in which another VectorDeployment's salted creation is not yet cached.
+	// From the cache. Asking the API server before every creation would cost a namespace-wide LIST each time
+	// (measured with benchstat: +47% API requests and twice the wall time for a cold start of 1,000 slots) to
+	// close a window of milliseconds in which another VectorDeployment's salted creation is not yet cached.
 	existing, err := r.findByIdentity(ctx, vd.Namespace, id)
 	if err != nil {
 		return slotResult{}, err

@@ -177,7 +177,3 @@ type ArtifactDeploymentList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ArtifactDeployment `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ArtifactDeployment{}, &ArtifactDeploymentList{})
-}

@@ -81,7 +81,3 @@ type VectorDeploymentList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []VectorDeployment `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&VectorDeployment{}, &VectorDeploymentList{})
-}

@@ -25,8 +25,8 @@ import (
 func (r *Reconciler) resolve(ctx context.Context, vd *konfidencev1.VectorDeployment) ([]ResolvedArtifact, error) {
 	artifacts, err := r.Source.ResolveVector(ctx, vd.Spec.Vector)
 	if err != nil {
-		r.fail(vd, string(ocm.ReasonOf(err)), ocm.IsPermanent(err), fmt.Sprintf("reading vector %s: %v", vd.Spec.Vector, err))
-		if ocm.IsPermanent(err) {
+		r.fail(vd, failureReason(err), isPermanent(err), fmt.Sprintf("reading vector %s: %v", vd.Spec.Vector, err))
+		if isPermanent(err) {
 			return nil, nil
 		}
 		return nil, err
@@ -180,28 +180,34 @@ func artifactFailures(artifacts []ResolvedArtifact) (reason, msg string) {
 	return reason, strings.Join(msgs, "; ")
 }
 
+// failureReason is the condition reason for a failure: the OCM package's typed reason where it has one, and a
+// generic one otherwise, since a condition without a reason is rejected by the API server.
 func failureReason(err error) string {
 	if errors.Is(err, naming.ErrInvalidInput) {
 		return konfidencev1.InvalidNameInputReason
 	}
-	return string(ocm.ReasonOf(err))
+	if reason := ocm.ReasonOf(err); reason != "" {
+		return string(reason)
+	}
+	return meta.ReconciliationFailedReason
+}
+
+// isPermanent tells whether retrying cannot fix a failure: a name that cannot be built, or an OCM reference or
+// component version that is malformed.
+func isPermanent(err error) bool {
+	return errors.Is(err, naming.ErrInvalidInput) || ocm.IsPermanent(err)
 }
 
 // isPermanentFailure tells whether some artifact failed in a way retrying cannot fix.
 func isPermanentFailure(artifacts []ResolvedArtifact) bool {
-	for _, a := range artifacts {
-		if a.Err != nil && (errors.Is(a.Err, naming.ErrInvalidInput) || ocm.IsPermanent(a.Err)) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(artifacts, func(a ResolvedArtifact) bool { return a.Err != nil && isPermanent(a.Err) })
 }
 
 // artifactErrors returns the retryable artifact failures, so the controller retries them with backoff.
 func artifactErrors(artifacts []ResolvedArtifact) error {
 	var errs []error
 	for _, a := range artifacts {
-		if a.Err != nil && !errors.Is(a.Err, naming.ErrInvalidInput) && !ocm.IsPermanent(a.Err) {
+		if a.Err != nil && !isPermanent(a.Err) {
 			errs = append(errs, fmt.Errorf("%s: %w", a.Ref, a.Err))
 		}
 	}

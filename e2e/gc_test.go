@@ -3,12 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,15 +16,6 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
-
-// startGarbageCollector runs the real kube-controller-manager with only its garbage collector, the component that
-// acts on owner references.
-func startGarbageCollector(t *testing.T, kubeconfig string) {
-	t.Helper()
-	start(t, kubeconfig, filepath.Join(kubeAssets(t), "kube-controller-manager"),
-		"--kubeconfig="+kubeconfig, "--controllers=garbage-collector-controller", "--leader-elect=false",
-		"--secure-port=0")
-}
 
 // TestOwnerReferencesDriveGarbageCollection: a reusable ArtifactDeployment shared by two VectorDeployments
 // outlives the first and goes with the last; a non-reusable one goes with its VectorDeployment; the Flux objects
@@ -43,24 +32,11 @@ func TestOwnerReferencesDriveGarbageCollection(t *testing.T) {
 	shared, private := kustomize("acme.org/artifacts/shared", true), kustomize("acme.org/artifacts/private", false)
 	reg.Push(t, "", shared, private, ocmtest.Vector("acme.org/vectors/shop", "1.0.0", shared, private))
 
-	kubeconfig := writeKubeconfig(t, env)
-	startGarbageCollector(t, kubeconfig)
-	startFluxdeployer(t, kubeconfig)
-
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gc-"}}
-	if err := env.Client.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
+	startFluxdeployer(t, nil)
+	ns := newNamespace(t, "gc")
 	vds := map[string]*konfidencev1.VectorDeployment{}
 	for _, name := range []string{"a", "b"} {
-		vd := &konfidencev1.VectorDeployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name},
-			Spec:       konfidencev1.VectorDeploymentSpec{Vector: reg.Ref("", "acme.org/vectors/shop", "1.0.0")},
-		}
-		if err := env.Client.Create(ctx, vd); err != nil {
-			t.Fatal(err)
-		}
-		vds[name] = vd
+		vds[name] = createVectorDeployment(t, ns, name, reg.Ref("", "acme.org/vectors/shop", "1.0.0"))
 	}
 	sharedName, _, err := naming.ArtifactDeploymentName(shared.Name, shared.Version, "", 0)
 	if err != nil {
@@ -79,7 +55,7 @@ func TestOwnerReferencesDriveGarbageCollection(t *testing.T) {
 		return obj
 	}
 	exists := func(obj client.Object, name string) error {
-		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: name}, obj)
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
 	}
 	gone := func(obj client.Object, name string) error {
 		if err := exists(obj, name); !apierrors.IsNotFound(err) {

@@ -1,21 +1,68 @@
 #!/usr/bin/env bash
-# Builds the real Flux source-controller and kustomize-controller (v1.9.6, the newest that build with Go 1.26)
-# from the Go module proxy into a versioned cache folder outside the clone, and prints that folder. The end-to-end
-# tests run them out of cluster against envtest. helm-controller's main module is not served, so it is not here.
-# When both binaries are present it does nothing.
+# Builds the real Flux controllers the end-to-end tests and the demo run out of cluster against the embedded
+# control plane, into a versioned cache folder outside the clone, and prints that folder:
+#   - source-controller and kustomize-controller v1.9.6 (the newest that build with Go 1.26), from the Go module
+#     proxy through the tools module hack/tools/flux;
+#   - helm-controller (main at 0f61a86, v1.6.3 fixes), whose main module the proxy here does not serve: it is built
+#     from a source snapshot or checkout (see helm_source below).
+# When every binary is present it does nothing. Cold, on 2 cores: about 10 minutes for the first two, 5 for
+# helm-controller.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 version=1.9.6
+helm_commit=0f61a86
 cache=${FLUXDEPLOYER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fluxdeployer}
 dir=$cache/flux/$version
+# Test packages run in parallel and each may call this script: one builds, the others wait for it.
+mkdir -p "$cache"
+exec 9>"$cache/.build.lock"
+flock 9
 
 for controller in source-controller kustomize-controller; do
   out=$dir/$controller
   [ -x "$out" ] && continue
   mkdir -p "$dir"
-  echo "building $controller into $dir (first run only)" >&2
+  echo "building $controller into $dir (first run only, about 5 minutes)" >&2
   (cd "$root/hack/tools/flux" && go build -trimpath -o "$out.tmp" "github.com/fluxcd/$controller") >&2
   mv "$out.tmp" "$out"
 done
+
+# helm_source prints a directory holding helm-controller's go.mod, unpacking a snapshot when that is what exists.
+# Looked for, in order: HELM_CONTROLLER_SRC (a checkout of fluxcd/helm-controller at $helm_commit, or the
+# snapshot tarball), then the snapshot shipped beside this repository's checkouts (../shared/third_party/).
+helm_source() {
+  local candidates=() c
+  [ -n "${HELM_CONTROLLER_SRC:-}" ] && candidates+=("$HELM_CONTROLLER_SRC")
+  for c in "$root/../shared/third_party/helm-controller" "$root/../../shared/third_party/helm-controller" \
+    /work/shared/third_party/helm-controller; do
+    candidates+=("$c"/helm-controller-"$helm_commit".tar.gz)
+  done
+  for c in "${candidates[@]}"; do
+    if [ -f "$c/go.mod" ]; then echo "$c"; return 0; fi
+    if [ -f "$c" ]; then
+      local work=$dir/helm-controller-src
+      rm -rf "$work" && mkdir -p "$work"
+      tar -xzf "$c" -C "$work"
+      echo "$work/helm-controller"; return 0
+    fi
+  done
+  {
+    echo "helm-controller: no source found. Its module is not served by this Go proxy, so it is built from source:"
+    echo "  set HELM_CONTROLLER_SRC to a checkout of github.com/fluxcd/helm-controller at $helm_commit"
+    echo "  (git clone https://github.com/fluxcd/helm-controller && git -C helm-controller checkout $helm_commit),"
+    echo "  or to the snapshot tarball helm-controller-$helm_commit.tar.gz. Looked in: ${candidates[*]}"
+  } >&2
+  return 1
+}
+
+out=$dir/helm-controller
+if [ ! -x "$out" ]; then
+  src=$(helm_source)
+  mkdir -p "$dir"
+  echo "building helm-controller from $src into $dir (first run only, about 5 minutes)" >&2
+  (cd "$src" && GOFLAGS=-mod=mod go build -trimpath -o "$out.tmp" .) >&2
+  mv "$out.tmp" "$out"
+  rm -rf "$dir/helm-controller-src"
+fi
 echo "$dir"

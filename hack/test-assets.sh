@@ -12,6 +12,10 @@ kube_version=1.36.3
 etcd_version=3.6.16
 cache=${FLUXDEPLOYER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fluxdeployer}
 dir=$cache/k8s/$kube_version-etcd$etcd_version
+# Test packages run in parallel and each may call this script: one builds, the others wait for it.
+mkdir -p "$cache"
+exec 9>"$cache/.build.lock"
+flock 9
 
 build() { # module-dir package binary
   local out=$dir/$3

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 
@@ -70,8 +71,9 @@ func knownControllers() []string {
 	return names
 }
 
-// The manager itself needs leases for leader election and events for every reconciler.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// The manager itself needs events for every reconciler, and for leader election a Lease in its own namespace
+// (a Role there, not cluster-wide rights; client-go's LeaseLock gets, creates and updates it).
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update,namespace=fluxdeployer-system
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -97,11 +99,14 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 		}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
-		HealthProbeBindAddress:        o.healthAddr,
-		LeaderElection:                o.leaderElection.Enable,
-		LeaderElectionID:              "fluxdeployer.konfidence.cloud",
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress: o.healthAddr,
+		LeaderElection:         o.leaderElection.Enable,
+		LeaderElectionID:       "fluxdeployer.konfidence.cloud",
+		// As Flux's controllers: the namespace the Deployment runs in, from RUNTIME_NAMESPACE; empty falls back
+		// to the in-cluster ServiceAccount's namespace.
+		LeaderElectionNamespace:       os.Getenv("RUNTIME_NAMESPACE"),
 		LeaderElectionReleaseOnCancel: o.leaderElection.ReleaseOnCancel,
 		LeaseDuration:                 &o.leaderElection.LeaseDuration,
 		RenewDeadline:                 &o.leaderElection.RenewDeadline,

@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,6 +10,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
 )
 
 // Eventually calls check until it returns nil, and fails the test with its last error once timeout has passed.
@@ -32,12 +33,11 @@ func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 // FreeAddr returns a loopback address that nothing listened on a moment ago.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := controlplane.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // RunManager starts a manager and stops it when the test ends, or earlier through the returned function.

@@ -11,6 +11,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -110,7 +111,8 @@ func recordSlots(vd *konfidencev1.VectorDeployment, slots map[string]slotResult)
 func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []ResolvedArtifact, slots map[string]slotResult) {
 	vd.Status.ObservedGeneration = vd.Generation
 	vd.Status.DeploymentResults = nil
-	var notReady, limited []string
+	var limited []string
+	var waiting waitingArtifacts
 	for component, slot := range slots {
 		if slot.outcome == collisionLimit {
 			limited = append(limited, slot.message)
@@ -122,9 +124,7 @@ func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []Re
 			}
 			vd.Status.DeploymentResults[component] = results
 		}
-		if !conditions.IsReady(slot.deployment) {
-			notReady = append(notReady, slot.name)
-		}
+		waiting.add(slot.name, slot.deployment)
 	}
 	failedReason, failedMsg := artifactFailures(artifacts)
 
@@ -153,16 +153,73 @@ func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []Re
 			conditions.MarkReconciling(vd, meta.ProgressingWithRetryReason, "%s", failedMsg)
 			conditions.Delete(vd, konfidencev1.StalledCondition)
 		}
-	case len(notReady) > 0:
-		msg := fmt.Sprintf("waiting for %d of %d ArtifactDeployments to be ready: %s", len(notReady), len(slots), strings.Join(sorted(notReady), ", "))
-		conditions.MarkFalse(vd, konfidencev1.ReadyCondition, meta.ProgressingReason, "%s", msg)
-		conditions.MarkReconciling(vd, meta.ProgressingReason, "%s", msg)
-		conditions.Delete(vd, konfidencev1.StalledCondition)
+	case len(waiting.names) > 0:
+		reason, msg := waiting.summary(len(slots))
+		conditions.MarkFalse(vd, konfidencev1.ReadyCondition, reason, "%s", msg)
+		if waiting.allStalled() {
+			conditions.MarkStalled(vd, reason, "%s", msg)
+			conditions.Delete(vd, konfidencev1.ReconcilingCondition)
+		} else {
+			conditions.MarkReconciling(vd, meta.ProgressingReason, "%s", msg)
+			conditions.Delete(vd, konfidencev1.StalledCondition)
+		}
 	default:
 		conditions.MarkTrue(vd, konfidencev1.ReadyCondition, meta.SucceededReason, "all %d ArtifactDeployments are ready", len(slots))
 		conditions.Delete(vd, konfidencev1.ReconcilingCondition)
 		conditions.Delete(vd, konfidencev1.StalledCondition)
 	}
+}
+
+// waitingArtifacts collects the ArtifactDeployments that are not Ready, with what their own Ready condition
+// says, so that a failure Flux reports (a chart that does not render, a release that does not install) reaches
+// the VectorDeployment with its reason and message instead of a bare name.
+type waitingArtifacts struct {
+	names   []string
+	details map[string]*metav1.Condition // Ready of each, nil when not reported yet
+	stalled int
+}
+
+func (w *waitingArtifacts) add(name string, ad *konfidencev1.ArtifactDeployment) {
+	if conditions.IsReady(ad) {
+		return
+	}
+	if w.details == nil {
+		w.details = map[string]*metav1.Condition{}
+	}
+	w.names = append(w.names, name)
+	w.details[name] = conditions.Get(ad, konfidencev1.ReadyCondition)
+	if conditions.IsStalled(ad) {
+		w.stalled++
+	}
+}
+
+// allStalled: every ArtifactDeployment still waiting has given up, so the VectorDeployment cannot progress
+// without a change either.
+func (w *waitingArtifacts) allStalled() bool { return len(w.names) > 0 && w.stalled == len(w.names) }
+
+// summary reads like "2/3 artifacts ready; waiting for database-16-4-0-4739810ml3: InstallFailed: ...". The
+// reason is the first failure's (in name order), or Progressing while every one is merely on its way.
+func (w *waitingArtifacts) summary(total int) (reason, msg string) {
+	reason = meta.ProgressingReason
+	parts := make([]string, 0, len(w.names))
+	for _, name := range sorted(w.names) {
+		c := w.details[name]
+		switch {
+		case c == nil || c.Message == "":
+			parts = append(parts, name)
+		default:
+			parts = append(parts, fmt.Sprintf("%s: %s: %s", name, c.Reason, c.Message))
+		}
+		if c != nil && c.Status == metav1.ConditionFalse && reason == meta.ProgressingReason && !isProgressing(c.Reason) {
+			reason = c.Reason
+		}
+	}
+	return reason, fmt.Sprintf("%d/%d artifacts ready; waiting for %s", total-len(w.names), total, strings.Join(parts, "; "))
+}
+
+// isProgressing tells the reasons of work under way from those of a failure.
+func isProgressing(reason string) bool {
+	return reason == meta.ProgressingReason || reason == meta.ProgressingWithRetryReason || reason == meta.DependencyNotReadyReason
 }
 
 // artifactFailures summarizes the artifacts that failed: the first one's reason, and a message naming each.

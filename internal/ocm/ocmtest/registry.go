@@ -47,6 +47,13 @@ func WithTLS() RegistryOption {
 
 // NewRegistry starts a registry that stops with the test.
 func NewRegistry(t testing.TB, opts ...RegistryOption) *Registry {
+	r := StartRegistry(opts...)
+	t.Cleanup(r.Close)
+	return r
+}
+
+// StartRegistry starts a registry on a loopback port; Close stops it.
+func StartRegistry(opts ...RegistryOption) *Registry {
 	r := &Registry{plainHTTP: true, tampered: map[string]bool{}}
 	for _, o := range opts {
 		o(r)
@@ -59,10 +66,12 @@ func NewRegistry(t testing.TB, opts ...RegistryOption) *Registry {
 	} else {
 		r.server.StartTLS()
 	}
-	t.Cleanup(r.server.Close)
 	r.Host = strings.TrimPrefix(strings.TrimPrefix(r.server.URL, "http://"), "https://")
 	return r
 }
+
+// Close stops the registry.
+func (r *Registry) Close() { r.server.Close() }
 
 func (r *Registry) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

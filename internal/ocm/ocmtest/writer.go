@@ -299,3 +299,14 @@ func Vector(component, version string, artifacts ...ComponentVersion) ComponentV
 	}
 	return v
 }
+
+// ChartResource is the helmChart resource of an artifact whose chart was pushed to ref (see PushHelmChart).
+func ChartResource(version, ref string) Resource {
+	return Resource{Name: "chart", Version: version, Type: "helmChart", Access: map[string]string{"type": "ociArtifact", "imageReference": ref}}
+}
+
+// BundleResource is the kustomize resource of an artifact whose bundle was pushed to ref (see
+// PushKustomizeBundle).
+func BundleResource(version, ref string) Resource {
+	return Resource{Name: "bundle", Version: version, Type: "kustomize", Access: map[string]string{"type": "ociArtifact", "imageReference": ref}}
+}

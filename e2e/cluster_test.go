@@ -1,0 +1,146 @@
+// Package e2e runs fluxdeployer as a process under its own ServiceAccount and RBAC (config/default), next to the
+// real Flux source-controller, kustomize-controller and helm-controller and kube-controller-manager's garbage
+// collector and namespace controller, all against a real kube-apiserver with the
+// OwnerReferencesPermissionEnforcement admission plugin, with vectors, charts and bundles in an in-process OCI
+// registry.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+)
+
+var (
+	cluster *controlplane.Cluster
+	env     *testenv.Env
+)
+
+func TestMain(m *testing.M) {
+	c, err := controlplane.StartCluster(context.Background(), os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the cluster:", err)
+		os.Exit(1)
+	}
+	cluster, env = c, c.APIServer
+	code := m.Run()
+	if err := c.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the cluster:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+var fluxdeployerBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "fluxdeployer-e2e-")
+	if err != nil {
+		return "", err
+	}
+	return controlplane.BuildFluxdeployer(dir)
+})
+
+// startFluxdeployer writes the Flux deployer's ConfigMap (none when config is nil) and runs the operator as its
+// ServiceAccount until the test ends; if the test failed, the last lines of every process are logged.
+func startFluxdeployer(t *testing.T, config map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: controlplane.OperatorNamespace, Name: "flux-deployer-configuration"}}
+	if err := env.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	if config != nil {
+		cm.Data = config
+		if err := env.Client.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin, err := fluxdeployerBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cluster.StartFluxdeployer(bin, "--log-level=debug")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			for _, proc := range append([]*controlplane.Process{p}, cluster.Processes...) {
+				t.Logf("last lines of %s:\n%s", proc.Name, proc.Tail(30))
+			}
+		}
+	})
+}
+
+// newNamespace creates a namespace for the test and deletes it when the test ends, waiting (bounded) until
+// the namespace controller and Flux's finalizers have removed what is in it, so one test's releases and
+// Kustomizations do not linger into the next.
+func newNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := env.Client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Client.Delete(ctx, ns); err != nil {
+			t.Errorf("deleting namespace %s: %v", ns.Name, err)
+			return
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for time.Now().Before(deadline) {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ns), ns); apierrors.IsNotFound(err) {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Logf("namespace %s still terminating after 2m: %+v", ns.Name, ns.Status.Conditions)
+	})
+	return ns.Name
+}
+
+// createVectorDeployment creates a VectorDeployment of the vector and returns it.
+func createVectorDeployment(t *testing.T, namespace, name, vector string) *konfidencev1.VectorDeployment {
+	t.Helper()
+	vd := &konfidencev1.VectorDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec:       konfidencev1.VectorDeploymentSpec{Vector: vector},
+	}
+	if err := env.Client.Create(context.Background(), vd); err != nil {
+		t.Fatal(err)
+	}
+	return vd
+}
+
+// waitReady waits until the object reports Ready=True and returns how long that took from its creation.
+func waitReady(t *testing.T, timeout time.Duration, obj readyObject) time.Duration {
+	t.Helper()
+	testenv.Eventually(t, timeout, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		if !conditions.IsReady(obj) {
+			return fmt.Errorf("%T %s not ready: %+v", obj, obj.GetName(), obj.GetConditions())
+		}
+		return nil
+	})
+	return time.Since(obj.GetCreationTimestamp().Time)
+}
+
+type readyObject interface {
+	client.Object
+	conditions.Getter
+}

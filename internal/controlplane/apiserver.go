@@ -1,0 +1,95 @@
+package controlplane
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// APIServer is a running kube-apiserver and etcd with the project's CRDs, and an admin client for them.
+type APIServer struct {
+	Config *rest.Config
+	Client client.Client
+	Scheme *kruntime.Scheme
+	// Kubeconfig authenticates a member of system:masters, for the programs run as processes (Flux's controllers,
+	// kube-controller-manager). fluxdeployer itself gets ServiceAccountKubeconfig instead.
+	Kubeconfig []byte
+	env        *envtest.Environment
+}
+
+// RepoRoot is the root of the fluxdeployer module, found from this file so that tests of any package and the
+// demo (run from the module root) agree.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// FluxCRDDirs are the Flux CRDs the Flux deployer writes and reads (HelmRepository, HelmChart, OCIRepository,
+// HelmRelease, Kustomization) and the rest of source-controller's, which it refuses to start without.
+func FluxCRDDirs() []string {
+	root := RepoRoot()
+	return []string{
+		filepath.Join(root, "internal", "fluxdeployer", "testdata", "crds"),
+		filepath.Join(root, "e2e", "testdata", "crds"),
+	}
+}
+
+// StartAPIServer starts kube-apiserver and etcd from assetsDir with the project's CRDs and any extra CRD
+// directories installed. The API server authorizes with RBAC and runs the OwnerReferencesPermissionEnforcement
+// admission plugin, as production clusters do, so that an owner reference with blockOwnerDeletion needs update
+// rights on the owner's finalizers.
+func StartAPIServer(assetsDir string, extraCRDDirs ...string) (_ *APIServer, err error) {
+	scheme := kruntime.NewScheme()
+	for _, add := range []func(*kruntime.Scheme) error{clientgoscheme.AddToScheme, konfidencev1.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	te := &envtest.Environment{
+		BinaryAssetsDirectory: assetsDir,
+		CRDDirectoryPaths:     append([]string{filepath.Join(RepoRoot(), "config", "crd", "bases")}, extraCRDDirs...),
+		ErrorIfCRDPathMissing: true,
+		Scheme:                scheme,
+	}
+	te.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
+	cfg, err := te.Start()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = te.Stop()
+		}
+	}()
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	admin, err := te.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig, err := admin.KubeConfig()
+	if err != nil {
+		return nil, err
+	}
+	return &APIServer{Config: cfg, Client: c, Scheme: scheme, Kubeconfig: kubeconfig, env: te}, nil
+}
+
+// Stop stops kube-apiserver and etcd.
+func (s *APIServer) Stop() error { return s.env.Stop() }
+
+// WriteKubeconfig writes a kubeconfig into dir and returns its path.
+func WriteKubeconfig(dir, name string, kubeconfig []byte) (string, error) {
+	path := filepath.Join(dir, name)
+	return path, os.WriteFile(path, kubeconfig, 0o600)
+}

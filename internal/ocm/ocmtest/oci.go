@@ -1,0 +1,119 @@
+package ocmtest
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/registry"
+	"oras.land/oras-go/v2/registry/remote"
+)
+
+// The deployable artifacts an OCM resource's access points at: Helm charts as Helm pushes them and Kustomize
+// bundles as `flux push artifact` does.
+
+// Media types of Helm's OCI charts and Flux's OCI artifacts.
+const (
+	MediaTypeHelmConfig  = "application/vnd.cncf.helm.config.v1+json"
+	MediaTypeHelmChart   = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+	MediaTypeFluxConfig  = "application/vnd.cncf.flux.config.v1+json"
+	MediaTypeFluxContent = "application/vnd.cncf.flux.content.v1.tar+gzip"
+)
+
+// Chart is a Helm chart: Chart.yaml is generated from Name and Version, Files are the rest (templates/…,
+// values.yaml) by their path inside the chart.
+type Chart struct {
+	Name, Version string
+	Files         map[string]string
+}
+
+// PushHelmChart pushes the chart to host/repository/<name> as `helm push` does (the tag is the version with "+"
+// written "_") and returns the reference an OCM ociArtifact access names it by, with http:// for plain HTTP.
+func PushHelmChart(ctx context.Context, host, repository string, c Chart) (string, error) {
+	meta := map[string]string{"apiVersion": "v2", "name": c.Name, "version": c.Version, "type": "application"}
+	chartYAML := fmt.Sprintf("apiVersion: v2\nname: %s\nversion: %s\ntype: application\n", c.Name, c.Version)
+	files := map[string]string{c.Name + "/Chart.yaml": chartYAML}
+	for path, content := range c.Files {
+		files[c.Name+"/"+path] = content
+	}
+	config, err := json.Marshal(meta)
+	if err != nil {
+		return "", err
+	}
+	path := strings.TrimSuffix(repository, "/") + "/" + c.Name
+	tag := strings.ReplaceAll(c.Version, "+", "_")
+	return pushTarGz(ctx, host, path, tag, MediaTypeHelmConfig, config, MediaTypeHelmChart, files, nil)
+}
+
+// PushKustomizeBundle pushes files (kustomization.yaml and what it lists) as a Flux OCI artifact to
+// host/path:tag and returns its reference with http://.
+func PushKustomizeBundle(ctx context.Context, host, path, tag string, files map[string]string) (string, error) {
+	return pushTarGz(ctx, host, path, tag, MediaTypeFluxConfig, []byte("{}"), MediaTypeFluxContent, files, map[string]string{
+		ocispec.AnnotationCreated:  "2026-11-29T00:00:00Z",
+		ocispec.AnnotationSource:   "https://example.org/acme/" + path,
+		ocispec.AnnotationRevision: tag + "@sha1:0000000000000000000000000000000000000000",
+	})
+}
+
+// pushTarGz pushes an image manifest with one config blob and one layer holding files as a gzipped tar, to a
+// plain-HTTP registry.
+func pushTarGz(ctx context.Context, host, path, tag, configType string, config []byte, layerType string,
+	files, annotations map[string]string) (string, error) {
+	layer, err := tarGz(files)
+	if err != nil {
+		return "", err
+	}
+	repo := &remote.Repository{Reference: registry.Reference{Registry: host, Repository: path}, PlainHTTP: true}
+	configDesc, err := push(ctx, repo, configType, config)
+	if err != nil {
+		return "", err
+	}
+	layerDesc, err := push(ctx, repo, layerType, layer)
+	if err != nil {
+		return "", err
+	}
+	manifest, err := oras.PackManifest(ctx, repo, oras.PackManifestVersion1_1, "", oras.PackManifestOptions{
+		Layers: []ocispec.Descriptor{layerDesc}, ConfigDescriptor: &configDesc, ManifestAnnotations: annotations,
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := repo.Tag(ctx, manifest, tag); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("http://%s/%s:%s", host, path, tag), nil
+}
+
+// tarGz writes files in name order with fixed metadata, so the same files always give the same digest.
+func tarGz(files map[string]string) ([]byte, error) {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(files[name])), Typeflag: tar.TypeReg}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write([]byte(files[name])); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	if err := gz.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

@@ -55,8 +55,12 @@ build: ## Build bin/fluxdeployer.
 	go build -o bin/fluxdeployer ./cmd/fluxdeployer
 
 .PHONY: demo
-demo: build ## The main job: publish a sample vector (CTF and local registry) and inspect it.
-	hack/demo.sh
+demo: build ## The main job: deploy a sample vector through fluxdeployer and Flux on an embedded control plane (KEEP=1 keeps it running).
+	go run ./hack/demo -fluxdeployer bin/fluxdeployer $(if $(KEEP),-keep)
+
+.PHONY: preview
+preview: build ## Publish the sample vector (CTF and local registry) and show the names fluxdeployer gives it, without a cluster.
+	hack/preview.sh
 
 .PHONY: run
 run: manifests ## Run the operator against the current kubeconfig.

@@ -14,12 +14,6 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
-// configBundle is a Kustomize bundle with one ConfigMap.
-var configBundle = map[string]string{
-	"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - configmap.yaml\n",
-	"configmap.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-config\ndata:\n  greeting: hello\n",
-}
-
 // TestVectorDeploysThroughFlux follows a vector all the way: fluxdeployer reads it from the registry, creates
 // the ArtifactDeployment, turns it into an OCIRepository and a Kustomization; the real source-controller pulls
 // the bundle, the real kustomize-controller applies it under the deployer's name suffix; readiness flows back
@@ -27,7 +21,7 @@ var configBundle = map[string]string{
 func TestVectorDeploysThroughFlux(t *testing.T) {
 	ctx := context.Background()
 	reg := ocmtest.NewRegistry(t)
-	bundle, err := ocmtest.PushKustomizeBundle(ctx, reg.Host, "bundles/config", "0.4.0", configBundle)
+	bundle, err := ocmtest.PushKustomizeBundle(ctx, reg.Host, "bundles/config", "0.4.0", ocmtest.ConfigBundle)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,36 +25,6 @@ import (
 
 const helmType = "cloud.konfidence.flux.helm"
 
-// webChart renders, from the release name alone, a ConfigMap and a Service that reports itself as the
-// deployment result "web": what the authoring rules ask of a chart deployed more than once.
-func webChart(name, version string) ocmtest.Chart {
-	return ocmtest.Chart{Name: name, Version: version, Files: map[string]string{
-		"values.yaml": "greeting: hello\n",
-		"templates/configmap.yaml": `apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: {{ .Release.Name }}-config
-data:
-  release: {{ .Release.Name | quote }}
-  greeting: {{ .Values.greeting | quote }}
-`,
-		"templates/service.yaml": `apiVersion: v1
-kind: Service
-metadata:
-  name: {{ .Release.Name }}
-  annotations:
-    konfidence.cloud/deployment-result: web
-spec:
-  selector:
-    app.kubernetes.io/instance: {{ .Release.Name }}
-  ports:
-    - name: http
-      port: 80
-      protocol: TCP
-`,
-	}}
-}
-
 // helmArtifact pushes the chart to the registry and returns an artifact component whose helmChart resource
 // names it.
 func helmArtifact(t *testing.T, reg *ocmtest.Registry, component, version string, reuse bool, chart ocmtest.Chart) ocmtest.ComponentVersion {
@@ -105,7 +75,7 @@ func TestHelmPaths(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			ctx := context.Background()
 			reg := ocmtest.NewRegistry(t)
-			frontend := helmArtifact(t, reg, "acme.org/artifacts/frontend", "1.2.3+build.5", true, webChart("frontend", "1.2.3+build.5"))
+			frontend := helmArtifact(t, reg, "acme.org/artifacts/frontend", "1.2.3+build.5", true, ocmtest.WebChart("frontend", "1.2.3+build.5"))
 			reg.Push(t, "", frontend, ocmtest.Vector("acme.org/vectors/shop", "1.0.0", frontend))
 
 			ns := newNamespace(t, "helm")
@@ -193,8 +163,8 @@ func resultsJSON(t *testing.T, results []konfidencev1.DeploymentResult) string {
 func TestHelmReuseAndTeardown(t *testing.T) {
 	ctx := context.Background()
 	reg := ocmtest.NewRegistry(t)
-	shared := helmArtifact(t, reg, "acme.org/artifacts/frontend", "1.0.0", true, webChart("frontend", "1.0.0"))
-	private := helmArtifact(t, reg, "acme.org/artifacts/database", "16.4.0", false, webChart("database", "16.4.0"))
+	shared := helmArtifact(t, reg, "acme.org/artifacts/frontend", "1.0.0", true, ocmtest.WebChart("frontend", "1.0.0"))
+	private := helmArtifact(t, reg, "acme.org/artifacts/database", "16.4.0", false, ocmtest.WebChart("database", "16.4.0"))
 	reg.Push(t, "", shared, private, ocmtest.Vector("acme.org/vectors/shop", "1.0.0", shared, private))
 
 	ns := newNamespace(t, "reuse")
@@ -259,7 +229,7 @@ func TestHelmReuseAndTeardown(t *testing.T) {
 func TestFailingChartFailsAlone(t *testing.T) {
 	ctx := context.Background()
 	reg := ocmtest.NewRegistry(t)
-	good := helmArtifact(t, reg, "acme.org/artifacts/frontend", "1.0.0", true, webChart("frontend", "1.0.0"))
+	good := helmArtifact(t, reg, "acme.org/artifacts/frontend", "1.0.0", true, ocmtest.WebChart("frontend", "1.0.0"))
 	broken := helmArtifact(t, reg, "acme.org/artifacts/broken", "0.1.0", true, ocmtest.Chart{Name: "broken", Version: "0.1.0",
 		Files: map[string]string{"templates/broken.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata: [unclosed\n"}})
 	reg.Push(t, "", good, broken, ocmtest.Vector("acme.org/vectors/shop", "1.0.0", good, broken))

@@ -164,7 +164,7 @@ func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []Re
 			conditions.Delete(vd, konfidencev1.StalledCondition)
 		}
 	default:
-		conditions.MarkTrue(vd, konfidencev1.ReadyCondition, meta.SucceededReason, "all %d ArtifactDeployments are ready", len(slots))
+		conditions.MarkTrue(vd, konfidencev1.ReadyCondition, meta.SucceededReason, "%d/%d artifacts ready", len(slots), len(slots))
 		conditions.Delete(vd, konfidencev1.ReconcilingCondition)
 		conditions.Delete(vd, konfidencev1.StalledCondition)
 	}

@@ -117,3 +117,40 @@ func tarGz(files map[string]string) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// WebChart renders, from the release name alone, a ConfigMap and a Service that reports itself as the
+// deployment result "web": what the authoring rules ask of a chart deployed more than once. The
+// demo and the end-to-end tests install it.
+func WebChart(name, version string) Chart {
+	return Chart{Name: name, Version: version, Files: map[string]string{
+		"values.yaml": "greeting: hello\n",
+		"templates/configmap.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-config
+data:
+  release: {{ .Release.Name | quote }}
+  greeting: {{ .Values.greeting | quote }}
+`,
+		"templates/service.yaml": `apiVersion: v1
+kind: Service
+metadata:
+  name: {{ .Release.Name }}
+  annotations:
+    konfidence.cloud/deployment-result: web
+spec:
+  selector:
+    app.kubernetes.io/instance: {{ .Release.Name }}
+  ports:
+    - name: http
+      port: 80
+      protocol: TCP
+`,
+	}}
+}
+
+// ConfigBundle is a Kustomize bundle with one ConfigMap, app-config.
+var ConfigBundle = map[string]string{
+	"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - configmap.yaml\n",
+	"configmap.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-config\ndata:\n  greeting: hello\n",
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -52,14 +53,31 @@ func NewRegistry(t testing.TB, opts ...RegistryOption) *Registry {
 	return r
 }
 
-// StartRegistry starts a registry on a loopback port; Close stops it.
+// StartRegistry starts a registry on a free loopback port; Close stops it.
 func StartRegistry(opts ...RegistryOption) *Registry {
+	return startRegistry(nil, opts...)
+}
+
+// ListenRegistry starts a registry listening on addr (host:port; port 0 picks a free one).
+func ListenRegistry(addr string, opts ...RegistryOption) (*Registry, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return startRegistry(l, opts...), nil
+}
+
+func startRegistry(l net.Listener, opts ...RegistryOption) *Registry {
 	r := &Registry{plainHTTP: true, tampered: map[string]bool{}}
 	for _, o := range opts {
 		o(r)
 	}
 	h := r.handler(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	r.server = httptest.NewUnstartedServer(h)
+	if l != nil {
+		_ = r.server.Listener.Close()
+		r.server.Listener = l
+	}
 	r.server.Config.ErrorLog = log.New(io.Discard, "", 0) // rejected handshakes are what TLS tests provoke
 	if r.plainHTTP {
 		r.server.Start()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job while the operator's end-to-end demo is not there yet: publish a sample vector into a CTF
+# make preview: publish a sample vector into a CTF
 # directory and into a registry served on loopback, and show what fluxdeployer makes of it.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

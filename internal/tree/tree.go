@@ -1,0 +1,172 @@
+// Package tree reads, through any client, what a VectorDeployment became: its ArtifactDeployments, the Flux objects
+// each one has, and the workloads Flux applied for them (from the HelmRelease's and the Kustomization's
+// inventory), each with its Ready state. `make demo` prints it.
+package tree
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// Node is one object of the tree.
+type Node struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Ready is "True", "False" or "Unknown" for objects with a Ready condition, empty for the rest.
+	Ready    string  `json:"ready,omitempty"`
+	Reason   string  `json:"reason,omitempty"`
+	Message  string  `json:"message,omitempty"`
+	Children []*Node `json:"children,omitempty"`
+}
+
+type withConditions interface {
+	client.Object
+	conditions.Getter
+}
+
+func node(kind string, obj withConditions) *Node {
+	n := &Node{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Ready: "Unknown"}
+	if c := conditions.Get(obj, konfidencev1.ReadyCondition); c != nil {
+		n.Ready, n.Reason, n.Message = string(c.Status), c.Reason, c.Message
+	}
+	return n
+}
+
+// Build reads the VectorDeployment namespace/name and everything below it.
+func Build(ctx context.Context, c client.Reader, namespace, name string) (*Node, error) {
+	vd := &konfidencev1.VectorDeployment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, vd); err != nil {
+		return nil, err
+	}
+	root := node("VectorDeployment", vd)
+	components := make([]string, 0, len(vd.Status.ResultingArtifactDeployments))
+	for component := range vd.Status.ResultingArtifactDeployments {
+		components = append(components, component)
+	}
+	slices.Sort(components)
+	for _, component := range components {
+		adName := vd.Status.ResultingArtifactDeployments[component].Name
+		ad := &konfidencev1.ArtifactDeployment{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: adName}, ad); err != nil {
+			if apierrors.IsNotFound(err) {
+				root.Children = append(root.Children, &Node{Kind: "ArtifactDeployment", Namespace: namespace, Name: adName, Ready: "Unknown", Reason: "NotFound"})
+				continue
+			}
+			return nil, err
+		}
+		n := node("ArtifactDeployment", ad)
+		flux, err := fluxObjects(ctx, c, ad)
+		if err != nil {
+			return nil, err
+		}
+		n.Children = flux
+		root.Children = append(root.Children, n)
+	}
+	return root, nil
+}
+
+// fluxObjects are the Flux objects labelled with the ArtifactDeployment's name, in the order Flux uses them:
+// sources, then what applies them with its inventory.
+func fluxObjects(ctx context.Context, c client.Reader, ad *konfidencev1.ArtifactDeployment) ([]*Node, error) {
+	opts := []client.ListOption{client.InNamespace(ad.Namespace), client.MatchingLabels{konfidencev1.ArtifactDeploymentLabel: ad.Name}}
+	var nodes []*Node
+	helmRepos := &sourcev1.HelmRepositoryList{}
+	ociRepos := &sourcev1.OCIRepositoryList{}
+	releases := &helmv2.HelmReleaseList{}
+	kustomizations := &kustomizev1.KustomizationList{}
+	for _, list := range []client.ObjectList{helmRepos, ociRepos, releases, kustomizations} {
+		if err := c.List(ctx, list, opts...); err != nil {
+			return nil, err
+		}
+	}
+	for i := range helmRepos.Items {
+		n := node(sourcev1.HelmRepositoryKind, &helmRepos.Items[i])
+		if helmRepos.Items[i].Spec.Type == sourcev1.HelmRepositoryTypeOCI {
+			n.Ready = "" // static: an OCI HelmRepository has no status (flux-facts §1)
+		}
+		nodes = append(nodes, n)
+	}
+	for i := range ociRepos.Items {
+		nodes = append(nodes, node(sourcev1.OCIRepositoryKind, &ociRepos.Items[i]))
+	}
+	for i := range releases.Items {
+		n := node(helmv2.HelmReleaseKind, &releases.Items[i])
+		if inv := releases.Items[i].Status.Inventory; inv != nil {
+			for _, e := range inv.Entries {
+				n.Children = append(n.Children, workload(e.ID))
+			}
+		}
+		nodes = append(nodes, n)
+	}
+	for i := range kustomizations.Items {
+		n := node(kustomizev1.KustomizationKind, &kustomizations.Items[i])
+		if inv := kustomizations.Items[i].Status.Inventory; inv != nil {
+			for _, e := range inv.Entries {
+				n.Children = append(n.Children, workload(e.ID))
+			}
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes, nil
+}
+
+// workload reads an inventory entry's ID, "<namespace>_<name>_<group>_<kind>" (names and namespaces hold no "_").
+func workload(id string) *Node {
+	parts := strings.SplitN(id, "_", 4)
+	if len(parts) != 4 {
+		return &Node{Kind: "?", Name: id}
+	}
+	return &Node{Kind: parts[3], Namespace: parts[0], Name: parts[1]}
+}
+
+// Print writes the tree with box-drawing branches, one object per line.
+func Print(w io.Writer, root *Node) error {
+	if _, err := fmt.Fprintln(w, root.line()); err != nil {
+		return err
+	}
+	return printChildren(w, root, "")
+}
+
+func printChildren(w io.Writer, n *Node, indent string) error {
+	for i, child := range n.Children {
+		branch, next := "├── ", "│   "
+		if i == len(n.Children)-1 {
+			branch, next = "└── ", "    "
+		}
+		if _, err := fmt.Fprintln(w, indent+branch+child.line()); err != nil {
+			return err
+		}
+		if err := printChildren(w, child, indent+next); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *Node) line() string {
+	s := n.Kind + "/" + n.Name
+	if n.Ready == "" {
+		return s
+	}
+	s += "  Ready=" + n.Ready
+	if n.Reason != "" {
+		s += " " + n.Reason
+	}
+	if n.Ready != "True" && n.Message != "" {
+		s += ": " + n.Message
+	}
+	return s
+}

@@ -40,6 +40,14 @@ test: vet verify-generated ## Unit, envtest and short fuzz tests.
 		KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux go test ./... -count=1
 	$(MAKE) fuzz
 
+.PHONY: e2e
+e2e: ## End-to-end tests: on the embedded control plane, or on an existing cluster with E2E_KUBECONFIG (Flux and make deploy installed; E2E_REGISTRY_HOST: this machine's address as the cluster's pods reach it).
+	go test ./e2e -count=1 -v -timeout 30m
+
+.PHONY: e2e-kind
+e2e-kind: ## End-to-end tests on a new kind cluster with Flux and the operator's image (needs Docker and internet).
+	hack/e2e-kind.sh
+
 .PHONY: fuzz
 fuzz: ## A short run of every fuzz target.
 	go test ./pkg/hash -run '^$$' -fuzz '^FuzzFnv$$' -fuzztime $(FUZZTIME)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
@@ -29,19 +31,54 @@ var (
 	env     *testenv.Env
 )
 
+// The suite runs on the embedded cluster of internal/controlplane, or, with E2E_KUBECONFIG, on an existing
+// cluster where Flux and the operator are installed (make deploy); then the in-process registry must be reachable
+// from the cluster's pods: it listens on all interfaces and is named by E2E_REGISTRY_HOST (e.g. the kind
+// network's gateway address).
 func TestMain(m *testing.M) {
-	c, err := controlplane.StartCluster(context.Background(), os.Stderr)
+	var err error
+	if path := os.Getenv("E2E_KUBECONFIG"); path != "" {
+		env, err = controlplane.Connect(path)
+	} else if cluster, err = controlplane.StartCluster(context.Background(), os.Stderr); err == nil {
+		env = cluster.APIServer
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the cluster:", err)
 		os.Exit(1)
 	}
-	cluster, env = c, c.APIServer
 	code := m.Run()
-	if err := c.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the cluster:", err)
-		code = 1
+	if cluster != nil {
+		if err := cluster.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the cluster:", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
+}
+
+// newRegistry starts the in-process registry the test publishes to, reachable by the cluster.
+func newRegistry(t *testing.T) *ocmtest.Registry {
+	t.Helper()
+	host := os.Getenv("E2E_REGISTRY_HOST")
+	if host == "" {
+		return ocmtest.NewRegistry(t)
+	}
+	reg, err := ocmtest.ListenRegistry("0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Close)
+	_, port, _ := strings.Cut(reg.Host, ":")
+	reg.Host = host + ":" + port
+	return reg
+}
+
+// operatorNamespace is where the operator and its ConfigMap live.
+func operatorNamespace() string {
+	if ns := os.Getenv("E2E_OPERATOR_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return controlplane.OperatorNamespace
 }
 
 var fluxdeployerBinary = sync.OnceValues(func() (string, error) {
@@ -53,11 +90,12 @@ var fluxdeployerBinary = sync.OnceValues(func() (string, error) {
 })
 
 // startFluxdeployer writes the Flux deployer's ConfigMap (none when config is nil) and runs the operator as its
-// ServiceAccount until the test ends; if the test failed, the last lines of every process are logged.
+// ServiceAccount until the test ends; if the test failed, the last lines of every process are logged. On an
+// existing cluster the installed operator is used.
 func startFluxdeployer(t *testing.T, config map[string]string) {
 	t.Helper()
 	ctx := context.Background()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: controlplane.OperatorNamespace, Name: "flux-deployer-configuration"}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace(), Name: "flux-deployer-configuration"}}
 	if err := env.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
@@ -66,6 +104,9 @@ func startFluxdeployer(t *testing.T, config map[string]string) {
 		if err := env.Client.Create(ctx, cm); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if cluster == nil {
+		return // the installed operator follows its ConfigMap (a change requeues every ArtifactDeployment)
 	}
 	bin, err := fluxdeployerBinary()
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 // to the ArtifactDeployment and the VectorDeployment.
 func TestVectorDeploysThroughFlux(t *testing.T) {
 	ctx := context.Background()
-	reg := ocmtest.NewRegistry(t)
+	reg := newRegistry(t)
 	bundle, err := ocmtest.PushKustomizeBundle(ctx, reg.Host, "bundles/config", "0.4.0", ocmtest.ConfigBundle)
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ import (
 // go with their ArtifactDeployment. Kubernetes' own garbage collector decides, from the owner references alone.
 func TestOwnerReferencesDriveGarbageCollection(t *testing.T) {
 	ctx := context.Background()
-	reg := ocmtest.NewRegistry(t)
+	reg := newRegistry(t)
 	kustomize := func(name string, reuse bool) ocmtest.ComponentVersion {
 		a := ocmtest.Artifact(name, "1.0.0", "cloud.konfidence.flux.kustomize", reuse)
 		a.Resources[1] = ocmtest.Resource{Name: "bundle", Version: "1.0.0", Type: "kustomize",

@@ -74,7 +74,7 @@ func TestHelmPaths(t *testing.T) {
 	for _, mode := range []string{"helmRepository", "chartRef"} {
 		t.Run(mode, func(t *testing.T) {
 			ctx := context.Background()
-			reg := ocmtest.NewRegistry(t)
+			reg := newRegistry(t)
 			frontend := helmArtifact(t, reg, "acme.org/artifacts/frontend", "1.2.3+build.5", true, ocmtest.WebChart("frontend", "1.2.3+build.5"))
 			reg.Push(t, "", frontend, ocmtest.Vector("acme.org/vectors/shop", "1.0.0", frontend))
 
@@ -162,7 +162,7 @@ func resultsJSON(t *testing.T, results []konfidencev1.DeploymentResult) string {
 // release stays until the last VectorDeployment is gone.
 func TestHelmReuseAndTeardown(t *testing.T) {
 	ctx := context.Background()
-	reg := ocmtest.NewRegistry(t)
+	reg := newRegistry(t)
 	shared := helmArtifact(t, reg, "acme.org/artifacts/frontend", "1.0.0", true, ocmtest.WebChart("frontend", "1.0.0"))
 	private := helmArtifact(t, reg, "acme.org/artifacts/database", "16.4.0", false, ocmtest.WebChart("database", "16.4.0"))
 	reg.Push(t, "", shared, private, ocmtest.Vector("acme.org/vectors/shop", "1.0.0", shared, private))
@@ -228,7 +228,7 @@ func TestHelmReuseAndTeardown(t *testing.T) {
 // message reach its ArtifactDeployment and the VectorDeployment, while the vector's other chart is installed.
 func TestFailingChartFailsAlone(t *testing.T) {
 	ctx := context.Background()
-	reg := ocmtest.NewRegistry(t)
+	reg := newRegistry(t)
 	good := helmArtifact(t, reg, "acme.org/artifacts/frontend", "1.0.0", true, ocmtest.WebChart("frontend", "1.0.0"))
 	broken := helmArtifact(t, reg, "acme.org/artifacts/broken", "0.1.0", true, ocmtest.Chart{Name: "broken", Version: "0.1.0",
 		Files: map[string]string{"templates/broken.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata: [unclosed\n"}})

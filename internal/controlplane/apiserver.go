@@ -5,10 +5,14 @@ import (
 	"path/filepath"
 	"runtime"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -48,11 +52,9 @@ func FluxCRDDirs() []string {
 // admission plugin, as production clusters do, so that an owner reference with blockOwnerDeletion needs update
 // rights on the owner's finalizers.
 func StartAPIServer(assetsDir string, extraCRDDirs ...string) (_ *APIServer, err error) {
-	scheme := kruntime.NewScheme()
-	for _, add := range []func(*kruntime.Scheme) error{clientgoscheme.AddToScheme, konfidencev1.AddToScheme, apiextensionsv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, err
-		}
+	scheme, err := newScheme()
+	if err != nil {
+		return nil, err
 	}
 	te := &envtest.Environment{
 		BinaryAssetsDirectory: assetsDir,
@@ -85,8 +87,48 @@ func StartAPIServer(assetsDir string, extraCRDDirs ...string) (_ *APIServer, err
 	return &APIServer{Config: cfg, Client: c, Scheme: scheme, Kubeconfig: kubeconfig, env: te}, nil
 }
 
-// Stop stops kube-apiserver and etcd.
-func (s *APIServer) Stop() error { return s.env.Stop() }
+// Connect uses an existing cluster through a kubeconfig instead of starting one; Stop leaves it running.
+func Connect(kubeconfigPath string) (*APIServer, error) {
+	kubeconfig, err := os.ReadFile(kubeconfigPath)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	scheme, err := newScheme()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	return &APIServer{Config: cfg, Client: c, Scheme: scheme, Kubeconfig: kubeconfig}, nil
+}
+
+// Stop stops kube-apiserver and etcd, if they were started here.
+func (s *APIServer) Stop() error {
+	if s.env == nil {
+		return nil
+	}
+	return s.env.Stop()
+}
+
+// newScheme knows Kubernetes' kinds, CRDs, the project's kinds and the Flux kinds it writes.
+func newScheme() (*kruntime.Scheme, error) {
+	scheme := kruntime.NewScheme()
+	for _, add := range []func(*kruntime.Scheme) error{
+		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, konfidencev1.AddToScheme,
+		sourcev1.AddToScheme, helmv2.AddToScheme, kustomizev1.AddToScheme,
+	} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
+}
 
 // WriteKubeconfig writes a kubeconfig into dir and returns its path.
 func WriteKubeconfig(dir, name string, kubeconfig []byte) (string, error) {

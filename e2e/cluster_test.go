@@ -118,6 +118,11 @@ func startFluxdeployer(t *testing.T, config map[string]string) {
 	}
 	t.Cleanup(func() {
 		p.Stop()
+		// The operator runs with config/rbac's rights only: anything it was refused is a missing permission,
+		// whether or not the test's outcome depended on it.
+		if refused := p.Lines("forbidden"); len(refused) > 0 {
+			t.Errorf("fluxdeployer was refused by the API server (config/rbac lacks a permission):\n%s", strings.Join(refused, "\n"))
+		}
 		if t.Failed() {
 			for _, proc := range append([]*controlplane.Process{p}, cluster.Processes...) {
 				t.Logf("last lines of %s:\n%s", proc.Name, proc.Tail(30))

@@ -34,6 +34,19 @@ func (p *Process) Tail(n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
+// Lines returns the lines the process printed that contain substr.
+func (p *Process) Lines(substr string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for line := range strings.Lines(p.out.String()) {
+		if strings.Contains(line, substr) {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return out
+}
+
 // StartProcess runs a program with KUBECONFIG pointing at kubeconfig and extra environment variables.
 func StartProcess(kubeconfig string, env []string, path string, args ...string) (*Process, error) {
 	p := &Process{Name: filepath.Base(path), exited: make(chan struct{})}

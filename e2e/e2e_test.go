@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+	"github.com/fluxdeployer/fluxdeployer/internal/tree"
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
@@ -56,5 +59,27 @@ func TestVectorDeploysThroughFlux(t *testing.T) {
 	}
 	if cm.Labels[konfidencev1.ArtifactDeploymentLabel] != name || cm.Data["greeting"] != "hello" {
 		t.Errorf("ConfigMap %s: labels %v, data %v", cmName, cm.Labels, cm.Data)
+	}
+	assertTree(t, vd, fmt.Sprintf(`VectorDeployment/shop  Ready=True Succeeded
+└── ArtifactDeployment/%[1]s  Ready=True Succeeded
+    ├── OCIRepository/%[1]s  Ready=True Succeeded
+    └── Kustomization/%[1]s  Ready=True ReconciliationSucceeded
+        └── ConfigMap/%[2]s
+`, name, cmName))
+}
+
+// assertTree compares the printed tree of the VectorDeployment with want.
+func assertTree(t *testing.T, vd *konfidencev1.VectorDeployment, want string) {
+	t.Helper()
+	root, err := tree.Build(context.Background(), env.Client, vd.Namespace, vd.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got strings.Builder
+	if err := tree.Print(&got, root); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want {
+		t.Errorf("tree of %s:\n%s\nwant:\n%s", vd.Name, got.String(), want)
 	}
 }

@@ -143,6 +143,17 @@ func TestHelmPaths(t *testing.T) {
 			if got := resultsJSON(t, vd.Status.DeploymentResults[frontend.Name]); got != want {
 				t.Errorf("VectorDeployment deployment results of %s:\n got %s\nwant %s", frontend.Name, got, want)
 			}
+			sourceLine := "HelmRepository/" + name // OCI HelmRepositories have no status
+			if mode == "chartRef" {
+				sourceLine = "OCIRepository/" + name + "  Ready=True Succeeded"
+			}
+			assertTree(t, vd, fmt.Sprintf(`VectorDeployment/shop  Ready=True Succeeded
+└── ArtifactDeployment/%[1]s  Ready=True Succeeded
+    ├── %[2]s
+    └── HelmRelease/%[1]s  Ready=True InstallSucceeded
+        ├── ConfigMap/%[1]s-config
+        └── Service/%[1]s
+`, name, sourceLine))
 		})
 	}
 }

@@ -105,22 +105,40 @@ func fluxObjects(ctx context.Context, c client.Reader, ad *konfidencev1.Artifact
 	for i := range releases.Items {
 		n := node(helmv2.HelmReleaseKind, &releases.Items[i])
 		if inv := releases.Items[i].Status.Inventory; inv != nil {
-			for _, e := range inv.Entries {
-				n.Children = append(n.Children, workload(e.ID))
-			}
+			n.Children = workloads(inventoryIDs(inv.Entries, func(e helmv2.ResourceRef) string { return e.ID }))
 		}
 		nodes = append(nodes, n)
 	}
 	for i := range kustomizations.Items {
 		n := node(kustomizev1.KustomizationKind, &kustomizations.Items[i])
 		if inv := kustomizations.Items[i].Status.Inventory; inv != nil {
-			for _, e := range inv.Entries {
-				n.Children = append(n.Children, workload(e.ID))
-			}
+			n.Children = workloads(inventoryIDs(inv.Entries, func(e kustomizev1.ResourceRef) string { return e.ID }))
 		}
 		nodes = append(nodes, n)
 	}
 	return nodes, nil
+}
+
+// inventoryIDs takes the IDs of helm-controller's or kustomize-controller's inventory entries (two types of one
+// shape).
+func inventoryIDs[E any](entries []E, id func(E) string) []string {
+	ids := make([]string, len(entries))
+	for i, e := range entries {
+		ids[i] = id(e)
+	}
+	return ids
+}
+
+// workloads lists an inventory's objects by kind, then namespace and name, whatever order Flux stored them in.
+func workloads(ids []string) []*Node {
+	nodes := make([]*Node, 0, len(ids))
+	for _, id := range ids {
+		nodes = append(nodes, workload(id))
+	}
+	slices.SortFunc(nodes, func(a, b *Node) int {
+		return strings.Compare(a.Kind+"/"+a.Namespace+"/"+a.Name, b.Kind+"/"+b.Namespace+"/"+b.Name)
+	})
+	return nodes
 }
 
 // workload reads an inventory entry's ID, "<namespace>_<name>_<group>_<kind>" (names and namespaces hold no "_").

@@ -1,0 +1,42 @@
+package tree
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestWorkloadsAreSortedAndParsed(t *testing.T) {
+	got := workloads([]string{"apps_web__Service", "apps_web-config__ConfigMap", "apps_web_apps_Deployment", "broken"})
+	var names []string
+	for _, n := range got {
+		names = append(names, n.Kind+"/"+n.Namespace+"/"+n.Name)
+	}
+	want := "?//broken ConfigMap/apps/web-config Deployment/apps/web Service/apps/web"
+	if strings.Join(names, " ") != want {
+		t.Errorf("workloads: %v, want %s", names, want)
+	}
+}
+
+func TestPrint(t *testing.T) {
+	root := &Node{Kind: "VectorDeployment", Name: "shop", Ready: "False", Reason: "InstallFailed", Message: "1/2 artifacts ready", Children: []*Node{
+		{Kind: "ArtifactDeployment", Name: "a", Ready: "True", Reason: "Succeeded", Message: "not shown when ready", Children: []*Node{
+			{Kind: "HelmRepository", Name: "a"},
+			{Kind: "HelmRelease", Name: "a", Ready: "True", Children: []*Node{{Kind: "Service", Name: "a"}}},
+		}},
+		{Kind: "ArtifactDeployment", Name: "b", Ready: "Unknown"},
+	}}
+	var b strings.Builder
+	if err := Print(&b, root); err != nil {
+		t.Fatal(err)
+	}
+	want := `VectorDeployment/shop  Ready=False InstallFailed: 1/2 artifacts ready
+├── ArtifactDeployment/a  Ready=True Succeeded
+│   ├── HelmRepository/a
+│   └── HelmRelease/a  Ready=True
+│       └── Service/a
+└── ArtifactDeployment/b  Ready=Unknown
+`
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

@@ -120,7 +120,7 @@ func startFluxdeployer(t *testing.T, config map[string]string) {
 		p.Stop()
 		// The operator runs with config/rbac's rights only: anything it was refused is a missing permission,
 		// whether or not the test's outcome depended on it.
-		if refused := p.Lines("forbidden"); len(refused) > 0 {
+		if refused := p.Lines(`is forbidden: User "system:serviceaccount:`); len(refused) > 0 {
 			t.Errorf("fluxdeployer was refused by the API server (config/rbac lacks a permission):\n%s", strings.Join(refused, "\n"))
 		}
 		if t.Failed() {

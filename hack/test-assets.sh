@@ -17,17 +17,17 @@ mkdir -p "$cache"
 exec 9>"$cache/.build.lock"
 flock 9
 
-build() { # module-dir package binary
+build() { # module-dir package binary expected-time
   local out=$dir/$3
   [ -x "$out" ] && return 0
   mkdir -p "$dir"
-  echo "building $3 into $dir (first run only)" >&2
+  echo "building $3 into $dir (first run only, about $4 on 2 cores)" >&2
   (cd "$root/hack/tools/$1" && go build -trimpath -o "$out.tmp" "$2") >&2
   mv "$out.tmp" "$out"
 }
 
-build kube k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver
+build kube k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "7 to 14 minutes"
 # Garbage collection of owned objects is kube-controller-manager's job: the owner-reference tests run it.
-build kube k8s.io/kubernetes/cmd/kube-controller-manager kube-controller-manager
-build etcd go.etcd.io/etcd/server/v3 etcd
+build kube k8s.io/kubernetes/cmd/kube-controller-manager kube-controller-manager "3 minutes"
+build etcd go.etcd.io/etcd/server/v3 etcd "2 minutes"
 echo "$dir"

@@ -39,21 +39,34 @@ func (v fluxView) condition(t string) metav1.Condition {
 	if v.obj == nil {
 		return waiting("waiting for %s %s to be created", v.kind, v.key)
 	}
-	if g := observedGeneration(v.obj); g != v.obj.GetGeneration() {
+	c := conditions.Get(v.obj, t)
+	if !v.current(c) {
 		return waiting("waiting for %s %s to reconcile generation %d", v.kind, v.key, v.obj.GetGeneration())
 	}
-	c := conditions.Get(v.obj, t)
 	if c == nil {
 		return waiting("waiting for %s %s to report %s", v.kind, v.key, t)
 	}
 	return metav1.Condition{Type: t, Status: c.Status, Reason: c.Reason, Message: c.Message}
 }
 
+// current tells whether a condition of the object speaks of its current spec: the status was written for this
+// generation, or the condition itself says it was (Flux stamps each condition's observedGeneration).
+// helm-controller leaves status.observedGeneration behind while it retries a failing install, yet its Ready
+// condition already reports the failure of this generation; that failure is what the ArtifactDeployment must
+// show.
+func (v fluxView) current(c *metav1.Condition) bool {
+	g := v.obj.GetGeneration()
+	return observedGeneration(v.obj) == g || (c != nil && c.ObservedGeneration == g)
+}
+
 func (v fluxView) stalled() *metav1.Condition {
-	if v.obj == nil || observedGeneration(v.obj) != v.obj.GetGeneration() || !conditions.IsStalled(v.obj) {
+	if v.obj == nil || !conditions.IsStalled(v.obj) {
 		return nil
 	}
 	c := conditions.Get(v.obj, meta.StalledCondition)
+	if !v.current(c) {
+		return nil
+	}
 	return &metav1.Condition{Type: meta.StalledCondition, Status: metav1.ConditionTrue, Reason: c.Reason,
 		Message: fmt.Sprintf("%s %s: %s", v.kind, v.key, c.Message)}
 }

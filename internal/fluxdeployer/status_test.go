@@ -98,10 +98,26 @@ func testStatusMapping(t *testing.T, h *harness) {
 		}
 		assertCondition(t, got, konfidencev1.ArtifactFetchedCondition, False, sourcev1.AuthenticationFailedReason)
 
-		// A status written for an older generation says nothing about the current spec.
+		// A failure Flux reports for the current generation while it retries, before it records
+		// status.observedGeneration (helm-controller does this for an install that fails), is shown.
+		retrying := &kustomizev1.Kustomization{}
+		h.get(t, ns, ad.Name, retrying)
+		retrying.Status.ObservedGeneration = retrying.Generation - 1
+		if err := h.env.Client.Status().Update(t.Context(), retrying); err != nil {
+			t.Fatal(err)
+		}
+		got, err = h.reconcile(t, r, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertCondition(t, got, konfidencev1.ArtifactDeployedCondition, False, meta.HealthCheckFailedReason)
+
+		// A status whose conditions were written for an older generation says nothing about the current spec.
 		stale := &kustomizev1.Kustomization{}
 		h.get(t, ns, ad.Name, stale)
-		stale.Status.ObservedGeneration = stale.Generation - 1
+		for i := range stale.Status.Conditions {
+			stale.Status.Conditions[i].ObservedGeneration = stale.Generation - 1
+		}
 		if err := h.env.Client.Status().Update(t.Context(), stale); err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,15 @@ SHELL := /usr/bin/env bash -o pipefail
 CONTROLLER_GEN := go tool -modfile=hack/tools/controller-gen/go.mod controller-gen
 FUZZTIME ?= 5s
 
+# The release version (the VERSION file), the commit and its time, stamped into the binary and the image.
+VERSION := $(shell cat VERSION)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+CREATED ?= $(shell TZ=UTC git show -s --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd HEAD 2>/dev/null)
+# The image the manager runs; config/manager's tag is the release version.
+IMG ?= ghcr.io/fluxdeployer/fluxdeployer:$(VERSION)
+VERSION_PKG := github.com/fluxdeployer/fluxdeployer/internal/version
+LDFLAGS := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT)
+
 .PHONY: generate
 generate: ## Generate deepcopy code.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
@@ -59,8 +68,8 @@ bench: ## Benchmarks of the naming core (compare runs with benchstat).
 	go test ./pkg/... ./internal/vectordeployment/naming -run '^$$' -bench . -benchmem -count 10
 
 .PHONY: build
-build: ## Build bin/fluxdeployer.
-	go build -o bin/fluxdeployer ./cmd/fluxdeployer
+build: ## Build bin/fluxdeployer (with the version and commit `fluxdeployer version` prints).
+	go build -ldflags "$(LDFLAGS)" -o bin/fluxdeployer ./cmd/fluxdeployer
 
 .PHONY: demo
 demo: build ## The main job: deploy a sample vector through fluxdeployer and Flux on an embedded control plane (KEEP=1 keeps it running).

@@ -82,3 +82,14 @@ preview: build ## Publish the sample vector (CTF and local registry) and show th
 .PHONY: run
 run: manifests ## Run the operator against the current kubeconfig.
 	go run ./cmd/fluxdeployer run
+
+# Image and install (see README "Install on a cluster").
+
+.PHONY: image
+image: ## Build the image without a container engine: dist/image.tar (docker load) and dist/image-layout (OCI).
+	go run ./hack/image -img "$(IMG)" -version "$(VERSION)" -commit "$(COMMIT)" -created "$(CREATED)" \
+		-tarball dist/image.tar -layout dist/image-layout
+
+.PHONY: image-push
+image-push: ## Build the image without a container engine and push it to IMG (credentials: ~/.docker/config.json).
+	go run ./hack/image -img "$(IMG)" -version "$(VERSION)" -commit "$(COMMIT)" -created "$(CREATED)" -push

@@ -93,3 +93,11 @@ image: ## Build the image without a container engine: dist/image.tar (docker loa
 .PHONY: image-push
 image-push: ## Build the image without a container engine and push it to IMG (credentials: ~/.docker/config.json).
 	go run ./hack/image -img "$(IMG)" -version "$(VERSION)" -commit "$(COMMIT)" -created "$(CREATED)" -push
+
+.PHONY: docker-build
+docker-build: ## Build the image IMG with Docker (the Dockerfile).
+	docker build --build-arg VERSION="$(VERSION)" --build-arg COMMIT="$(COMMIT)" --build-arg CREATED="$(CREATED)" -t "$(IMG)" .
+
+.PHONY: docker-push
+docker-push: ## Push the image IMG with Docker.
+	docker push "$(IMG)"

@@ -3,6 +3,7 @@ SHELL := /usr/bin/env bash -o pipefail
 .DEFAULT_GOAL := build
 
 CONTROLLER_GEN := go tool -modfile=hack/tools/controller-gen/go.mod controller-gen
+KUSTOMIZE := go tool -modfile=hack/tools/kustomize/go.mod kustomize
 FUZZTIME ?= 5s
 
 # The release version (the VERSION file), the commit and its time, stamped into the binary and the image.
@@ -101,3 +102,25 @@ docker-build: ## Build the image IMG with Docker (the Dockerfile).
 .PHONY: docker-push
 docker-push: ## Push the image IMG with Docker.
 	docker push "$(IMG)"
+
+.PHONY: install
+install: ## Install the CRDs into the cluster of the current kubeconfig.
+	$(KUSTOMIZE) build config/crd | kubectl apply -f -
+
+.PHONY: uninstall
+uninstall: ## Remove the CRDs (and with them every VectorDeployment and ArtifactDeployment).
+	$(KUSTOMIZE) build config/crd | kubectl delete --ignore-not-found -f -
+
+.PHONY: deploy
+deploy: ## Deploy the operator (config/default) running the image IMG.
+	hack/kustomize-with-image.sh "$(IMG)" | kubectl apply -f -
+
+.PHONY: undeploy
+undeploy: ## Remove what deploy installed, CRDs included.
+	$(KUSTOMIZE) build config/default | kubectl delete --ignore-not-found -f -
+
+.PHONY: build-installer
+build-installer: ## Write dist/install.yaml: CRDs, RBAC, Deployment and Service running the image IMG.
+	@mkdir -p dist
+	hack/kustomize-with-image.sh "$(IMG)" >dist/install.yaml.tmp && mv dist/install.yaml.tmp dist/install.yaml
+	@echo "wrote dist/install.yaml (image $(IMG))"

@@ -3,7 +3,17 @@ SHELL := /usr/bin/env bash -o pipefail
 .DEFAULT_GOAL := build
 
 CONTROLLER_GEN := go tool -modfile=hack/tools/controller-gen/go.mod controller-gen
+KUSTOMIZE := go tool -modfile=hack/tools/kustomize/go.mod kustomize
 FUZZTIME ?= 5s
+
+# The release version (the VERSION file), the commit and its time, stamped into the binary and the image.
+VERSION := $(shell cat VERSION)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+CREATED ?= $(shell TZ=UTC git show -s --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd HEAD 2>/dev/null)
+# The image the manager runs; config/manager's tag is the release version.
+IMG ?= ghcr.io/fluxdeployer/fluxdeployer:$(VERSION)
+VERSION_PKG := github.com/fluxdeployer/fluxdeployer/internal/version
+LDFLAGS := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT)
 
 .PHONY: generate
 generate: ## Generate deepcopy code.
@@ -59,8 +69,8 @@ bench: ## Benchmarks of the naming core (compare runs with benchstat).
 	go test ./pkg/... ./internal/vectordeployment/naming -run '^$$' -bench . -benchmem -count 10
 
 .PHONY: build
-build: ## Build bin/fluxdeployer.
-	go build -o bin/fluxdeployer ./cmd/fluxdeployer
+build: ## Build bin/fluxdeployer (with the version and commit `fluxdeployer version` prints).
+	go build -ldflags "$(LDFLAGS)" -o bin/fluxdeployer ./cmd/fluxdeployer
 
 .PHONY: demo
 demo: build ## The main job: deploy a sample vector through fluxdeployer and Flux on an embedded control plane (KEEP=1 keeps it running).
@@ -73,3 +83,44 @@ preview: build ## Publish the sample vector (CTF and local registry) and show th
 .PHONY: run
 run: manifests ## Run the operator against the current kubeconfig.
 	go run ./cmd/fluxdeployer run
+
+# Image and install (see README "Install on a cluster").
+
+.PHONY: image
+image: ## Build the image without a container engine: dist/image.tar (docker load) and dist/image-layout (OCI).
+	go run ./hack/image -img "$(IMG)" -version "$(VERSION)" -commit "$(COMMIT)" -created "$(CREATED)" \
+		-tarball dist/image.tar -layout dist/image-layout
+
+.PHONY: image-push
+image-push: ## Build the image without a container engine and push it to IMG (credentials: ~/.docker/config.json).
+	go run ./hack/image -img "$(IMG)" -version "$(VERSION)" -commit "$(COMMIT)" -created "$(CREATED)" -push
+
+.PHONY: docker-build
+docker-build: ## Build the image IMG with Docker (the Dockerfile).
+	docker build --build-arg VERSION="$(VERSION)" --build-arg COMMIT="$(COMMIT)" --build-arg CREATED="$(CREATED)" -t "$(IMG)" .
+
+.PHONY: docker-push
+docker-push: ## Push the image IMG with Docker.
+	docker push "$(IMG)"
+
+.PHONY: install
+install: ## Install the CRDs into the cluster of the current kubeconfig.
+	$(KUSTOMIZE) build config/crd | kubectl apply -f -
+
+.PHONY: uninstall
+uninstall: ## Remove the CRDs (and with them every VectorDeployment and ArtifactDeployment).
+	$(KUSTOMIZE) build config/crd | kubectl delete --ignore-not-found -f -
+
+.PHONY: deploy
+deploy: ## Deploy the operator (config/default) running the image IMG.
+	hack/kustomize-with-image.sh "$(IMG)" | kubectl apply -f -
+
+.PHONY: undeploy
+undeploy: ## Remove what deploy installed, CRDs included.
+	$(KUSTOMIZE) build config/default | kubectl delete --ignore-not-found -f -
+
+.PHONY: build-installer
+build-installer: ## Write dist/install.yaml: CRDs, RBAC, Deployment and Service running the image IMG.
+	@mkdir -p dist
+	hack/kustomize-with-image.sh "$(IMG)" >dist/install.yaml.tmp && mv dist/install.yaml.tmp dist/install.yaml
+	@echo "wrote dist/install.yaml (image $(IMG))"

@@ -35,8 +35,13 @@ func Kustomize(dir string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kustomize build %s: %w\n%s", dir, err, stderr.String())
 	}
+	return Decode(out)
+}
+
+// Decode returns the objects of a multi-document YAML (or JSON) stream, skipping empty documents.
+func Decode(manifests []byte) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests), 4096)
 	for {
 		u := &unstructured.Unstructured{}
 		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {

@@ -47,7 +47,7 @@ test: vet verify-generated ## Unit, envtest and short fuzz tests.
 	@# envtest runs a real kube-apiserver and etcd, and e2e/ the real Flux source- and kustomize-controller, all
 	@# built from the Go module proxy into a cache outside the clone on first use.
 	assets=$$(hack/test-assets.sh) && flux=$$(hack/flux-assets.sh) && \
-		KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux go test ./... -count=1
+		KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux go test ./... -count=1 -timeout 30m
 	$(MAKE) fuzz
 
 .PHONY: e2e

@@ -8,6 +8,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -68,8 +69,11 @@ func newRegistry(t *testing.T) *ocmtest.Registry {
 		t.Fatal(err)
 	}
 	t.Cleanup(reg.Close)
-	_, port, _ := strings.Cut(reg.Host, ":")
-	reg.Host = host + ":" + port
+	_, port, err := net.SplitHostPort(reg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Host = net.JoinHostPort(host, port)
 	return reg
 }
 

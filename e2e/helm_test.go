@@ -85,22 +85,25 @@ func TestHelmPaths(t *testing.T) {
 			t.Logf("Helm path (%s): VectorDeployment Ready %s after creation", mode, waitReady(t, 3*time.Minute, vd).Round(100*time.Millisecond))
 
 			name := adName(t, frontend, nil)
-			ad := &konfidencev1.ArtifactDeployment{}
-			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ad); err != nil {
-				t.Fatal(err)
-			}
-			for _, c := range []string{konfidencev1.ArtifactFetchedCondition, konfidencev1.ArtifactDeployedCondition, konfidencev1.AppHealthyCondition, konfidencev1.ReadyCondition} {
+			// On an existing cluster (E2E_KUBECONFIG) the installed operator may have applied the HelmRelease
+			// before it saw this test's configuration; it re-applies on the ConfigMap change, so wait for that.
+			hr := &helmv2.HelmRelease{}
+			testenv.Eventually(t, 2*time.Minute, func() error {
+				if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, hr); err != nil {
+					return err
+				}
+				if hr.Spec.ReleaseName != name || hr.Spec.StorageNamespace != target || !conditions.IsReady(hr) || hr.Status.ObservedGeneration != hr.Generation {
+					return fmt.Errorf("HelmRelease: releaseName %q, storageNamespace %q, Ready %+v", hr.Spec.ReleaseName, hr.Spec.StorageNamespace, conditions.Get(hr, "Ready"))
+				}
+				return nil
+			})
+			waitReady(t, time.Minute, vd)
+			ad := &konfidencev1.ArtifactDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			waitReady(t, time.Minute, ad)
+			for _, c := range []string{konfidencev1.ArtifactFetchedCondition, konfidencev1.ArtifactDeployedCondition, konfidencev1.AppHealthyCondition} {
 				if !conditions.IsTrue(ad, c) {
 					t.Errorf("ArtifactDeployment condition %s: %+v", c, conditions.Get(ad, c))
 				}
-			}
-
-			hr := &helmv2.HelmRelease{}
-			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, hr); err != nil {
-				t.Fatal(err)
-			}
-			if hr.Spec.ReleaseName != name || hr.Spec.StorageNamespace != target || !conditions.IsReady(hr) {
-				t.Errorf("HelmRelease: releaseName %q, storageNamespace %q, Ready %+v", hr.Spec.ReleaseName, hr.Spec.StorageNamespace, conditions.Get(hr, "Ready"))
 			}
 			var source client.Object = &sourcev1.HelmRepository{}
 			if mode == "chartRef" {

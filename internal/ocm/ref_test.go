@@ -3,6 +3,8 @@ package ocm
 import (
 	"errors"
 	"testing"
+
+	"github.com/fluxdeployer/fluxdeployer/internal/ocireftest"
 )
 
 func TestParseRef(t *testing.T) {
@@ -132,4 +134,16 @@ func FuzzParseRef(f *testing.F) {
 			t.Fatalf("print is not stable: %q != %q", r2.String(), printed)
 		}
 	})
+}
+
+// TestOCIReferenceGrammarAgreesWithFluxDeployer feeds the OCI references of internal/ocireftest, which the Flux
+// deployer's test feeds to its image reference parser, as registry path and version of a component reference.
+func TestOCIReferenceGrammarAgreesWithFluxDeployer(t *testing.T) {
+	for _, c := range ocireftest.Cases {
+		want := c.Valid || c.OCMDigestOnly
+		in := c.ComponentReference("acme.org/app")
+		if _, err := ParseRef(in); (err == nil) != want {
+			t.Errorf("ParseRef(%q): %v; want valid=%v", in, err, want)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"oras.land/oras-go/v2/registry/remote/credentials"
 
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
@@ -86,7 +87,7 @@ func newVectorInspectCommand() *cobra.Command {
 	f.StringVar(&uid, "uid", "", "VectorDeployment UID, for artifacts that disable reuse")
 	f.StringVarP(&output, "output", "o", "table", "output format: json or table")
 	f.StringVar(&caFile, "ca-file", "", "PEM file of CAs to trust for registry TLS, instead of the system pool")
-	f.StringVar(&dockerConfig, "docker-config", "", "docker config.json with registry credentials (the .dockerconfigjson format)")
+	f.StringVar(&dockerConfig, "docker-config", "", "docker config.json with registry credentials (auths, and the credential helpers of credsStore and credHelpers)")
 	return cmd
 }
 
@@ -103,14 +104,16 @@ func clientOptions(caFile, dockerConfig string) (ocm.Options, error) {
 		}
 	}
 	if dockerConfig != "" {
-		data, err := os.ReadFile(dockerConfig)
-		if err != nil {
+		// oras reads the file as docker does, including the credential helpers it names; it takes a missing file
+		// for an empty one, which here would be a typo.
+		if _, err := os.Stat(dockerConfig); err != nil {
 			return opts, err
 		}
-		opts.Credentials = ocm.Credentials{}
-		if err := opts.Credentials.AddDockerConfigJSON(data); err != nil {
+		store, err := credentials.NewStore(dockerConfig, credentials.StoreOptions{})
+		if err != nil {
 			return opts, fmt.Errorf("%s: %w", dockerConfig, err)
 		}
+		opts.CredentialStore = store
 	}
 	return opts, nil
 }

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/Masterminds/semver/v3"
 	"oras.land/oras-go/v2/registry"
 
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/spec"
@@ -22,7 +23,6 @@ var prefixes = []string{spec.ComponentDescriptorsPath, ""}
 
 var (
 	componentRegex = regexp.MustCompile(`^[a-z][-a-z0-9]*([.][a-z][-a-z0-9]*)*[.][a-z]{2,}(/[a-z][-a-z0-9_]*([.][a-z][-a-z0-9_]*)*)+$`)
-	versionRegex   = regexp.MustCompile(`^[v]?(0|[1-9]\d*)(?:\.(0|[1-9]\d*))?(?:\.(0|[1-9]\d*))?(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
 	// digestRegex is OCM's grammar for a component version's digest (OCM's oci/grammar.DigestRegexp), not the
 	// OCI grammar: any algorithm name and 32 or more hex digits. The reader never sends it to a registry, so it
 	// stays OCM's; every digest the OCI grammar (oras) accepts passes it too (internal/ocireftest pins that).
@@ -251,5 +251,9 @@ func (r Ref) sibling(component, version string) (Ref, error) {
 }
 
 // isVersion reports whether v is a version rather than an alias. Only versions are immutable, so only they may
-// be cached.
-func isVersion(v string) bool { return versionRegex.MatchString(v) }
+// be cached. A version is what Masterminds/semver, the library OCM and Flux compare versions with, parses:
+// semantic versions, also with a "v" or without minor and patch (like OCM's version grammar).
+func isVersion(v string) bool {
+	_, err := semver.NewVersion(v)
+	return err == nil
+}

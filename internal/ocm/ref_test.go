@@ -147,3 +147,14 @@ func TestOCIReferenceGrammarAgreesWithFluxDeployer(t *testing.T) {
 		}
 	}
 }
+
+func TestIsVersion(t *testing.T) {
+	for v, want := range map[string]bool{
+		"1.0.0": true, "v1.2": true, "1": true, "1.2.3+build.5": true, "1.0.0-rc.1+b": true, "2024.6.10-153045123Z": true,
+		"latest": false, "edge": false, "1.2.3.4": false, "1.2.3-": false, "1.2.3-01": false, "": false,
+	} {
+		if isVersion(v) != want {
+			t.Errorf("isVersion(%q) = %v, want %v", v, !want, want)
+		}
+	}
+}

@@ -37,13 +37,17 @@ fmt:
 vet:
 	go vet ./...
 
+.PHONY: lint
+lint: ## golangci-lint with .golangci.yml (pinned in hack/tools/golangci-lint; the first run builds it).
+	go tool -modfile=hack/tools/golangci-lint/go.mod golangci-lint run ./...
+
 .PHONY: test-assets
 test-assets: ## Build kube-apiserver and etcd for envtest, and the Flux controllers for e2e (first run 15-25 minutes).
 	@hack/test-assets.sh
 	@hack/flux-assets.sh
 
 .PHONY: test
-test: vet verify-generated ## Unit, envtest and short fuzz tests.
+test: lint vet verify-generated ## Lint, unit, envtest and short fuzz tests.
 	@# envtest runs a real kube-apiserver and etcd, and e2e/ the real Flux source- and kustomize-controller, all
 	@# built from the Go module proxy into a cache outside the clone on first use.
 	assets=$$(hack/test-assets.sh) && flux=$$(hack/flux-assets.sh) && \

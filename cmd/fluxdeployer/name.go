@@ -9,6 +9,12 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
+// Output formats of -o.
+const (
+	outputJSON  = "json"
+	outputTable = "table"
+)
+
 func newNameCommand() *cobra.Command {
 	var (
 		component, version, uid, output string
@@ -21,14 +27,14 @@ func newNameCommand() *cobra.Command {
 			"whose manifest disables reuse, and --collision-count for a slot whose counter was bumped.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "" && output != "json" {
+			if output != "" && output != outputJSON {
 				return fmt.Errorf("unknown output format %q (want json)", output)
 			}
 			name, hash, err := naming.ArtifactDeploymentName(component, version, uid, collisionCount)
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			if output == outputJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(struct {
 					Name string `json:"name"`
 					Hash string `json:"hash"`

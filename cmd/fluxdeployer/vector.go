@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"oras.land/oras-go/v2/registry/remote/credentials"
 
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
@@ -54,7 +55,7 @@ func newVectorInspectCommand() *cobra.Command {
 			"for the VectorDeployment UID, which names artifacts that disable reuse.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "json" && output != "table" {
+			if output != outputJSON && output != outputTable {
 				return fmt.Errorf("unknown output format %q (want json or table)", output)
 			}
 			opts, err := clientOptions(caFile, dockerConfig)
@@ -73,7 +74,7 @@ func newVectorInspectCommand() *cobra.Command {
 				}
 				artifacts = append(artifacts, ia)
 			}
-			if output == "json" {
+			if output == outputJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(struct {
 					Vector    string              `json:"vector"`
 					Artifacts []inspectedArtifact `json:"artifacts"`
@@ -84,9 +85,9 @@ func newVectorInspectCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&uid, "uid", "", "VectorDeployment UID, for artifacts that disable reuse")
-	f.StringVarP(&output, "output", "o", "table", "output format: json or table")
+	f.StringVarP(&output, "output", "o", outputTable, "output format: json or table")
 	f.StringVar(&caFile, "ca-file", "", "PEM file of CAs to trust for registry TLS, instead of the system pool")
-	f.StringVar(&dockerConfig, "docker-config", "", "docker config.json with registry credentials (the .dockerconfigjson format)")
+	f.StringVar(&dockerConfig, "docker-config", "", "docker config.json with registry credentials (auths, and the credential helpers of credsStore and credHelpers)")
 	return cmd
 }
 
@@ -103,14 +104,16 @@ func clientOptions(caFile, dockerConfig string) (ocm.Options, error) {
 		}
 	}
 	if dockerConfig != "" {
-		data, err := os.ReadFile(dockerConfig)
-		if err != nil {
+		// oras reads the file as docker does, including the credential helpers it names; it takes a missing file
+		// for an empty one, which here would be a typo.
+		if _, err := os.Stat(dockerConfig); err != nil {
 			return opts, err
 		}
-		opts.Credentials = ocm.Credentials{}
-		if err := opts.Credentials.AddDockerConfigJSON(data); err != nil {
+		store, err := credentials.NewStore(dockerConfig, credentials.StoreOptions{})
+		if err != nil {
 			return opts, fmt.Errorf("%s: %w", dockerConfig, err)
 		}
+		opts.CredentialStore = store
 	}
 	return opts, nil
 }
@@ -135,8 +138,8 @@ func inspectArtifact(a *ocm.Artifact, uid string) (inspectedArtifact, error) {
 }
 
 func printArtifactTable(out io.Writer, artifacts []inspectedArtifact) error {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "COMPONENT\tVERSION\tTYPE\tREUSE\tNAME\tTASKS\tRESOURCES")
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0) // buffers: Flush reports any write error
+	_, _ = fmt.Fprintln(w, "COMPONENT\tVERSION\tTYPE\tREUSE\tNAME\tTASKS\tRESOURCES")
 	for _, a := range artifacts {
 		tasks := make([]string, 0, len(a.Tasks))
 		for _, t := range a.Tasks {
@@ -146,7 +149,7 @@ func printArtifactTable(out io.Writer, artifacts []inspectedArtifact) error {
 		for _, r := range a.Resources {
 			resources = append(resources, r.Name+"("+r.Type+")")
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%s\t%s\t%s\n", a.Component, a.Version, a.Type, a.AllowReuse, a.Name,
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%s\t%s\t%s\n", a.Component, a.Version, a.Type, a.AllowReuse, a.Name,
 			orDash(strings.Join(tasks, ",")), orDash(strings.Join(resources, ",")))
 	}
 	return w.Flush()

@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
+
+	"oras.land/oras-go/v2/registry"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 )
@@ -36,15 +37,6 @@ func (a artifact) isOCI() bool { return a.helmRepositoryURL == "" }
 
 // ociURL is the OCIRepository URL of the whole artifact.
 func (a artifact) ociURL() string { return "oci://" + a.host + "/" + a.repository }
-
-// Grammar of the OCI distribution spec for names, tags and digests; the host is a DNS name or IP with an
-// optional port.
-var (
-	hostPattern       = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9.-]*[a-zA-Z0-9])?(:[0-9]{1,5})?$|^\[[0-9a-fA-F:]+\](:[0-9]{1,5})?$`)
-	repositoryPattern = regexp.MustCompile(`^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*$`)
-	tagPattern        = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$`)
-	digestPattern     = regexp.MustCompile(`^[a-z0-9]+([+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$`)
-)
 
 // accessSpec holds the fields of every supported access type; the type decides which apply.
 type accessSpec struct {
@@ -83,8 +75,10 @@ func resolveAccess(r *konfidencev1.Resource) (artifact, error) {
 	}
 }
 
-// parseImageReference reads host[:port]/path/name[:tag][@digest]. OCM writers may prefix a scheme: http:// marks
-// a plain-HTTP registry; https:// and oci:// carry no information.
+// parseImageReference reads host[:port]/path/name[:tag][@digest] with oras' OCI reference grammar (the one
+// internal/ocm reads registry paths and tags with). OCM writers may prefix a scheme: http:// marks a plain-HTTP
+// registry; https:// and oci:// carry no information. On top of the grammar the deployer needs a tag or a digest,
+// and keeps the tag of name:tag@digest, which oras drops: a HelmRepository selects the chart by it.
 func parseImageReference(ref string) (artifact, error) {
 	var a artifact
 	rest := ref
@@ -96,28 +90,19 @@ func parseImageReference(ref string) (artifact, error) {
 	case strings.HasPrefix(rest, "oci://"):
 		rest = strings.TrimPrefix(rest, "oci://")
 	}
-	if before, after, ok := strings.Cut(rest, "@"); ok {
-		if !digestPattern.MatchString(after) {
-			return artifact{}, fmt.Errorf("image reference %q: invalid digest %q", ref, after)
+	name, digest, pinned := strings.Cut(rest, "@")
+	parsed, err := registry.ParseReference(name)
+	if err != nil {
+		return artifact{}, fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	a.host, a.repository, a.tag = parsed.Registry, parsed.Repository, parsed.Reference
+	if pinned {
+		parsed.Reference = digest
+		if err := parsed.ValidateReferenceAsDigest(); err != nil {
+			return artifact{}, fmt.Errorf("image reference %q: %w", ref, err)
 		}
-		rest, a.digest = before, after
+		a.digest = digest
 	}
-	host, path, ok := strings.Cut(rest, "/")
-	if !ok || !hostPattern.MatchString(host) {
-		return artifact{}, fmt.Errorf("image reference %q: want host[:port]/path/name:tag", ref)
-	}
-	a.host = host
-	// The tag is what follows the last colon of the last path segment; colons before the host's end are ports.
-	if i := strings.LastIndex(path, ":"); i > strings.LastIndex(path, "/") {
-		path, a.tag = path[:i], path[i+1:]
-		if !tagPattern.MatchString(a.tag) {
-			return artifact{}, fmt.Errorf("image reference %q: invalid tag %q", ref, a.tag)
-		}
-	}
-	if !repositoryPattern.MatchString(path) {
-		return artifact{}, fmt.Errorf("image reference %q: invalid repository %q", ref, path)
-	}
-	a.repository = path
 	if a.tag == "" && a.digest == "" {
 		return artifact{}, fmt.Errorf("image reference %q has neither tag nor digest", ref)
 	}

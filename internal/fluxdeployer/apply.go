@@ -35,6 +35,10 @@ const (
 
 // apply server-side applies obj unless the cluster already holds it. Skipping the request, rather than sending an
 // apply the API server would find empty, keeps a steady-state reconcile free of API requests.
+//
+// Kept rather than fluxcd/pkg/ssa's ResourceManager.Apply (Flux's own): on objects already as desired the library
+// reads each one from the API server and sends a dry-run apply to detect drift, 2 requests per object on every
+// reconcile against 0 here, 13 ms against 0.12 ms per object (BenchmarkSteadyStateApply, envtest, 2 cores, 6 runs).
 func (r *Reconciler) apply(ctx context.Context, obj client.Object) (applyOutcome, error) {
 	desired, err := applyConfiguration(obj)
 	if err != nil {

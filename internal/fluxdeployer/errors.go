@@ -17,7 +17,10 @@ func (e *stepError) Error() string { return e.err.Error() }
 func (e *stepError) Unwrap() error { return e.err }
 
 // terminal is a failure of the input: the reconcile stops and waits for a change of the ArtifactDeployment or the
-// configuration, which requeue it.
+// configuration, which requeue it. Not controller-runtime's reconcile.TerminalError: Reconcile returns nil for it,
+// as Flux's controllers do for a stalling error, since Stalled=True and a warning event report it; returned, a
+// TerminalError would be logged as a reconciler error on every bad input (and Reconcile's tests want nil), and as
+// a mere marker it would say no more than the stalled flag.
 func terminal(reason, format string, args ...any) error {
 	return &stepError{reason: reason, stalled: true, err: fmt.Errorf(format, args...)}
 }

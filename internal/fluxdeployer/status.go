@@ -30,23 +30,28 @@ type fluxView struct {
 	obj  fluxObject // nil while the object does not exist (yet)
 }
 
-// condition returns condition t of the Flux object. Conditions written for an older generation say nothing about
-// the current spec, so they read as Unknown, like a missing object or condition.
-func (v fluxView) condition(t string) metav1.Condition {
-	waiting := func(format string, args ...any) metav1.Condition {
-		return metav1.Condition{Type: t, Status: metav1.ConditionUnknown, Reason: meta.ProgressingReason, Message: fmt.Sprintf(format, args...)}
+// mirror sets condition target of ad from condition t of the Flux object: conditions.SetMirror for Ready (the only
+// condition it mirrors), a copy of status, reason and message otherwise. The library has no generation check, so
+// it is made here first (see current): a condition written for an older generation of the Flux object says nothing
+// about the current spec, and reads as Unknown like a missing object or condition, where SetMirror would copy it as
+// current.
+func (v fluxView) mirror(ad *konfidencev1.ArtifactDeployment, target, t string) {
+	waiting := func(format string, args ...any) {
+		conditions.MarkUnknown(ad, target, meta.ProgressingReason, format, args...)
 	}
-	if v.obj == nil {
-		return waiting("waiting for %s %s to be created", v.kind, v.key)
+	switch {
+	case v.obj == nil:
+		waiting("waiting for %s %s to be created", v.kind, v.key)
+	case !v.current(conditions.Get(v.obj, t)):
+		waiting("waiting for %s %s to reconcile generation %d", v.kind, v.key, v.obj.GetGeneration())
+	case !conditions.Has(v.obj, t):
+		waiting("waiting for %s %s to report %s", v.kind, v.key, t)
+	case t == meta.ReadyCondition:
+		conditions.SetMirror(ad, target, v.obj)
+	default:
+		c := conditions.Get(v.obj, t)
+		setCondition(ad, target, metav1.Condition{Status: c.Status, Reason: c.Reason, Message: c.Message})
 	}
-	c := conditions.Get(v.obj, t)
-	if !v.current(c) {
-		return waiting("waiting for %s %s to reconcile generation %d", v.kind, v.key, v.obj.GetGeneration())
-	}
-	if c == nil {
-		return waiting("waiting for %s %s to report %s", v.kind, v.key, t)
-	}
-	return metav1.Condition{Type: t, Status: c.Status, Reason: c.Reason, Message: c.Message}
 }
 
 // current tells whether a condition of the object speaks of its current spec: the status was written for this
@@ -127,15 +132,13 @@ func (r *Reconciler) observeFlux(ctx context.Context, ad *konfidencev1.ArtifactD
 		return nil, err
 	}
 
-	setCondition(ad, konfidencev1.ArtifactFetchedCondition, source.condition(meta.ReadyCondition))
-	deployed := deployment.condition(meta.ReadyCondition)
-	setCondition(ad, konfidencev1.ArtifactDeployedCondition, deployed)
-	health := deployment.condition(healthy)
-	if health.Status == metav1.ConditionUnknown && deployed.Status == metav1.ConditionTrue && !conditions.Has(deployment.obj, healthy) {
-		health = metav1.Condition{Status: metav1.ConditionTrue, Reason: meta.SucceededReason,
-			Message: "applied without health checks (wait is disabled)"}
+	source.mirror(ad, konfidencev1.ArtifactFetchedCondition, meta.ReadyCondition)
+	deployment.mirror(ad, konfidencev1.ArtifactDeployedCondition, meta.ReadyCondition)
+	if conditions.IsTrue(ad, konfidencev1.ArtifactDeployedCondition) && !conditions.Has(deployment.obj, healthy) {
+		conditions.MarkTrue(ad, konfidencev1.AppHealthyCondition, meta.SucceededReason, "applied without health checks (wait is disabled)")
+	} else {
+		deployment.mirror(ad, konfidencev1.AppHealthyCondition, healthy)
 	}
-	setCondition(ad, konfidencev1.AppHealthyCondition, health)
 
 	for _, v := range []fluxView{deployment, source} {
 		if s := v.stalled(); s != nil {
@@ -154,7 +157,8 @@ func setCondition(ad *konfidencev1.ArtifactDeployment, t string, c metav1.Condit
 
 // summarize sets Ready, Reconciling and Stalled for kstatus: Ready is True when the artifact is deployed, healthy
 // and its results are collected; otherwise it carries the first failing step (False before Unknown), so its
-// reason says what to look at.
+// reason says what to look at. Not conditions.SetSummary: its merge ranks True above Unknown, so steps still
+// waiting next to finished ones would summarize to Ready=True.
 func summarize(ad *konfidencev1.ArtifactDeployment, stalled *metav1.Condition) {
 	steps := []string{
 		konfidencev1.ArtifactFetchedCondition, konfidencev1.ArtifactDeployedCondition,

@@ -1,55 +1,34 @@
 package ocm
 
-import (
-	"container/list"
-	"sync"
-)
+import klru "k8s.io/utils/lru"
 
-// lru is a size-bounded least-recently-used map. Component versions are immutable, so entries never expire;
-// the bound only keeps a long-running operator's memory flat.
+// lru is a typed view of a size-bounded least-recently-used map (k8s.io/utils/lru, safe for concurrent use).
+// Component versions are immutable, so entries never expire; the bound only keeps a long-running operator's
+// memory flat.
 type lru[V any] struct {
-	mu    sync.Mutex
-	max   int
-	order *list.List // front = most recently used; elements hold *lruEntry[V]
-	items map[string]*list.Element
+	cache *klru.Cache // nil when caching is disabled
 }
 
-type lruEntry[V any] struct {
-	key   string
-	value V
-}
-
-// newLRU returns a cache holding up to max entries; max < 0 disables it.
+// newLRU returns a cache holding up to max entries; max <= 0 disables it (k8s.io/utils/lru reads 0 as unbounded).
 func newLRU[V any](max int) *lru[V] {
-	return &lru[V]{max: max, order: list.New(), items: map[string]*list.Element{}}
+	if max <= 0 {
+		return &lru[V]{}
+	}
+	return &lru[V]{cache: klru.New(max)}
 }
 
 func (c *lru[V]) get(key string) (V, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.items[key]; ok {
-		c.order.MoveToFront(e)
-		return e.Value.(*lruEntry[V]).value, true
+	if c.cache != nil {
+		if v, ok := c.cache.Get(key); ok {
+			return v.(V), true
+		}
 	}
 	var zero V
 	return zero, false
 }
 
 func (c *lru[V]) add(key string, value V) {
-	if c.max < 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.items[key]; ok {
-		e.Value.(*lruEntry[V]).value = value
-		c.order.MoveToFront(e)
-		return
-	}
-	c.items[key] = c.order.PushFront(&lruEntry[V]{key: key, value: value})
-	if c.order.Len() > c.max {
-		oldest := c.order.Back()
-		c.order.Remove(oldest)
-		delete(c.items, oldest.Value.(*lruEntry[V]).key)
+	if c.cache != nil {
+		c.cache.Add(key, value)
 	}
 }

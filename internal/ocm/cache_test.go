@@ -18,8 +18,8 @@ func TestLRUEvictsLeastRecentlyUsed(t *testing.T) {
 			t.Errorf("get(%s) = %v, %v; want %v", k, v, ok, want)
 		}
 	}
-	if c.order.Len() != 2 || len(c.items) != 2 {
-		t.Errorf("size %d/%d, want 2", c.order.Len(), len(c.items))
+	if c.cache.Len() != 2 {
+		t.Errorf("size %d, want 2", c.cache.Len())
 	}
 
 	off := newLRU[int](-1)

@@ -12,6 +12,7 @@ import (
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/credentials"
 	"oras.land/oras-go/v2/registry/remote/retry"
 
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/spec"
@@ -27,8 +28,11 @@ const (
 
 // Options configure a Client. The zero value is usable.
 type Options struct {
-	// Credentials per registry host; other hosts are accessed anonymously.
+	// Credentials per registry host; other hosts are asked of CredentialStore, else accessed anonymously.
 	Credentials Credentials
+	// CredentialStore is a Docker credential store, e.g. oras' credentials.NewStore of a config.json, which also
+	// asks the credential helpers the file names (credsStore, credHelpers). For the CLI: the operator reads Secrets.
+	CredentialStore credentials.Store
 	// RootCAs verifies registry certificates; nil means the system pool.
 	RootCAs *x509.CertPool
 	// MaxBlobSize caps every manifest, config, descriptor and manifest blob read, so a hostile registry cannot
@@ -72,7 +76,7 @@ func NewClient(opts Options) *Client {
 		http: &auth.Client{
 			Client:     &http.Client{Transport: retry.NewTransport(transport)},
 			Cache:      auth.NewCache(),
-			Credential: opts.Credentials.credential,
+			Credential: opts.credential,
 		},
 		vectors:   newLRU[*Vector](opts.CacheSize),
 		artifacts: newLRU[*Artifact](opts.CacheSize),

@@ -10,13 +10,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/credentials"
 )
 
 // Credentials maps a registry host[:port] to the credential the client presents there. Hosts without an entry
 // are accessed anonymously.
 type Credentials map[string]auth.Credential
 
-// dockerConfig is the .dockerconfigjson format; only the fields registries need are read.
+// dockerConfig is the .dockerconfigjson format; only the fields registries need are read. Kept by hand rather
+// than oras' credentials.NewMemoryStoreFromDockerConfig: that returns an opaque store (no per-host map, so no
+// "later Secrets win" across Secrets), its errors quote the decoded auth field, i.e. the password, and a Secret
+// must not name credential helpers for the operator to run (the CLI gets them: Options.CredentialStore).
 type dockerConfig struct {
 	Auths map[string]struct {
 		Auth          string `json:"auth"`
@@ -83,6 +87,15 @@ func registryHost(key string) string {
 	return host
 }
 
-func (c Credentials) credential(_ context.Context, hostport string) (auth.Credential, error) {
-	return c[hostport], nil // the zero value is auth.EmptyCredential: anonymous
+// credential answers the registry client: Credentials first, then the CredentialStore, else anonymous.
+func (o Options) credential(ctx context.Context, hostport string) (auth.Credential, error) {
+	if c, ok := o.Credentials[hostport]; ok || o.CredentialStore == nil {
+		return c, nil // the zero value is auth.EmptyCredential: anonymous
+	}
+	c, err := credentials.Credential(o.CredentialStore)(ctx, hostport)
+	if err != nil {
+		// oras' message can quote the decoded auth field; name only the host.
+		return auth.EmptyCredential, fmt.Errorf("credential store: invalid entry for %s", hostport)
+	}
+	return c, nil
 }

@@ -200,8 +200,10 @@ func (c *Client) decodeManifest(ctx context.Context, cv *componentVersion, res s
 	return nil
 }
 
-// canonicalJSON re-encodes an access: decoding into generic values and encoding again sorts keys and drops
-// whitespace, which for the strings, booleans and small integers of access specifications is RFC 8785.
+// canonicalJSON re-encodes an access with encoding/json: generic values encode with sorted keys and without
+// insignificant whitespace, so equal accesses give equal bytes whatever the descriptor's spelling. That is all the
+// ArtifactDeployment spec comparison needs; RFC 8785 (JCS) is not, since nothing hashes or signs these bytes for
+// another implementation to reproduce, so no JCS library.
 func canonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil || v == nil {

@@ -133,7 +133,7 @@ func (c *Client) fetch(ctx context.Context, cv *componentVersion, desc ocispec.D
 // readVerified reads at most MaxBlobSize bytes and checks them against the descriptor: registries and CTFs are
 // content-addressed, so bytes that do not hash to their digest are corrupt or tampered with.
 func (c *Client) readVerified(ref string, rc io.ReadCloser, desc ocispec.Descriptor) ([]byte, error) {
-	defer rc.Close()
+	defer func() { _ = rc.Close() }() // everything needed was read, or the read failed
 	var buf bytes.Buffer
 	n, err := io.Copy(&buf, io.LimitReader(rc, c.opts.MaxBlobSize+1))
 	switch {

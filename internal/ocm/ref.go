@@ -6,6 +6,9 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/Masterminds/semver/v3"
+	"oras.land/oras-go/v2/registry"
+
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/spec"
 )
 
@@ -20,12 +23,11 @@ var prefixes = []string{spec.ComponentDescriptorsPath, ""}
 
 var (
 	componentRegex = regexp.MustCompile(`^[a-z][-a-z0-9]*([.][a-z][-a-z0-9]*)*[.][a-z]{2,}(/[a-z][-a-z0-9_]*([.][a-z][-a-z0-9_]*)*)+$`)
-	versionRegex   = regexp.MustCompile(`^[v]?(0|[1-9]\d*)(?:\.(0|[1-9]\d*))?(?:\.(0|[1-9]\d*))?(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
-	digestRegex    = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*[:][[:xdigit:]]{32,}$`)
-	ociTagRegex    = regexp.MustCompile(`^[\w][\w.-]{0,127}$`)
-	// ociPathRegex is the distribution spec's repository path grammar; a subPath must satisfy it to be usable.
-	ociPathRegex = regexp.MustCompile(`^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*$`)
-	domainRegex  = regexp.MustCompile(`^[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$`)
+	// digestRegex is OCM's grammar for a component version's digest (OCM's oci/grammar.DigestRegexp), not the
+	// OCI grammar: any algorithm name and 32 or more hex digits. The reader never sends it to a registry, so it
+	// stays OCM's; every digest the OCI grammar (oras) accepts passes it too (internal/ocireftest pins that).
+	digestRegex = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*[:][[:xdigit:]]{32,}$`)
+	domainRegex = regexp.MustCompile(`^[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$`)
 )
 
 const maxComponentNameLength = 255
@@ -170,9 +172,13 @@ func parseOCIRepository(repo string) (baseURL, subPath string, err error) {
 	if strings.Contains(repo, "://") {
 		baseURL = u.Scheme + "://" + u.Host
 	}
+	// The subPath becomes the front of every OCI repository path in this registry: OCI's path grammar (oras')
+	// applies.
 	subPath = strings.Trim(u.Path, "/")
-	if subPath != "" && !ociPathRegex.MatchString(subPath) {
-		return "", "", fmt.Errorf("invalid OCI repository path %q", subPath)
+	if subPath != "" {
+		if err := (registry.Reference{Registry: u.Host, Repository: subPath}).ValidateRepository(); err != nil {
+			return "", "", fmt.Errorf("invalid OCI repository path %q: %w", subPath, err)
+		}
 	}
 	return baseURL, subPath, nil
 }
@@ -220,13 +226,16 @@ func (r Ref) Host() string {
 func (r Ref) PlainHTTP() bool { return strings.HasPrefix(r.BaseURL, "http://") }
 
 // validateComponentVersion checks a component name against OCM's grammar and a version (or alias) for use as an
-// OCI tag. An empty version passes: a reference may omit it.
+// OCI tag (oras' tag grammar). An empty version passes: a reference may omit it.
 func validateComponentVersion(component, version string) error {
 	if len(component) > maxComponentNameLength || !componentRegex.MatchString(component) {
 		return fmt.Errorf("invalid component name %q", component)
 	}
-	if version != "" && !ociTagRegex.MatchString(spec.VersionTag(version)) {
-		return fmt.Errorf("invalid version %q", version)
+	if version == "" {
+		return nil
+	}
+	if err := (registry.Reference{Reference: spec.VersionTag(version)}).ValidateReferenceAsTag(); err != nil {
+		return fmt.Errorf("invalid version %q: %w", version, err)
 	}
 	return nil
 }
@@ -242,5 +251,9 @@ func (r Ref) sibling(component, version string) (Ref, error) {
 }
 
 // isVersion reports whether v is a version rather than an alias. Only versions are immutable, so only they may
-// be cached.
-func isVersion(v string) bool { return versionRegex.MatchString(v) }
+// be cached. A version is what Masterminds/semver, the library OCM and Flux compare versions with, parses:
+// semantic versions, also with a "v" or without minor and patch (like OCM's version grammar).
+func isVersion(v string) bool {
+	_, err := semver.NewVersion(v)
+	return err == nil
+}

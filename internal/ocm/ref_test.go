@@ -3,6 +3,8 @@ package ocm
 import (
 	"errors"
 	"testing"
+
+	"github.com/fluxdeployer/fluxdeployer/internal/ocireftest"
 )
 
 func TestParseRef(t *testing.T) {
@@ -132,4 +134,27 @@ func FuzzParseRef(f *testing.F) {
 			t.Fatalf("print is not stable: %q != %q", r2.String(), printed)
 		}
 	})
+}
+
+// TestOCIReferenceGrammarAgreesWithFluxDeployer feeds the OCI references of internal/ocireftest, which the Flux
+// deployer's test feeds to its image reference parser, as registry path and version of a component reference.
+func TestOCIReferenceGrammarAgreesWithFluxDeployer(t *testing.T) {
+	for _, c := range ocireftest.Cases {
+		want := c.Valid || c.OCMDigestOnly
+		in := c.ComponentReference("acme.org/app")
+		if _, err := ParseRef(in); (err == nil) != want {
+			t.Errorf("ParseRef(%q): %v; want valid=%v", in, err, want)
+		}
+	}
+}
+
+func TestIsVersion(t *testing.T) {
+	for v, want := range map[string]bool{
+		"1.0.0": true, "v1.2": true, "1": true, "1.2.3+build.5": true, "1.0.0-rc.1+b": true, "2024.6.10-153045123Z": true,
+		"latest": false, "edge": false, "1.2.3.4": false, "1.2.3-": false, "1.2.3-01": false, "": false,
+	} {
+		if isVersion(v) != want {
+			t.Errorf("isVersion(%q) = %v, want %v", v, !want, want)
+		}
+	}
 }

@@ -108,6 +108,9 @@ func recordSlots(vd *konfidencev1.VectorDeployment, slots map[string]slotResult)
 }
 
 // summarize sets the conditions and deployment results from the slots and the ArtifactDeployments' own status.
+// Ready is not conditions.SetAggregate over the ArtifactDeployments: its merge ranks True above Unknown and skips
+// an ArtifactDeployment without a Ready condition (one just created), so it would say Ready=True before every
+// ArtifactDeployment is; and the message here names those still waiting.
 func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []ResolvedArtifact, slots map[string]slotResult) {
 	vd.Status.ObservedGeneration = vd.Generation
 	vd.Status.DeploymentResults = nil

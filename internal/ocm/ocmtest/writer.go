@@ -60,7 +60,7 @@ type Resource struct {
 
 // Target receives a component version's blobs and manifests. *remote.Repository implements it.
 type Target interface {
-	Push(ctx context.Context, expected ocispec.Descriptor, content io.Reader) error
+	Push(ctx context.Context, expected ocispec.Descriptor, r io.Reader) error
 	Tag(ctx context.Context, desc ocispec.Descriptor, reference string) error
 }
 
@@ -232,14 +232,14 @@ type ctfTarget struct {
 }
 
 func (c *ctfTarget) Push(_ context.Context, expected ocispec.Descriptor, r io.Reader) error {
-	if err := os.MkdirAll(filepath.Join(c.dir, spec.CTFBlobsDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(c.dir, spec.CTFBlobsDir), 0o750); err != nil {
 		return err
 	}
 	data, err := content.ReadAll(r, expected)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(c.dir, spec.CTFBlobsDir, spec.CTFBlobName(expected.Digest.String())), data, 0o644)
+	return os.WriteFile(filepath.Join(c.dir, spec.CTFBlobsDir, spec.CTFBlobName(expected.Digest.String())), data, 0o600)
 }
 
 func (c *ctfTarget) Tag(_ context.Context, desc ocispec.Descriptor, tag string) error {
@@ -261,7 +261,7 @@ func (c *ctfTarget) Tag(_ context.Context, desc ocispec.Descriptor, tag string) 
 	if data, err = json.Marshal(idx); err != nil {
 		return err
 	}
-	return os.WriteFile(path, data, 0o644)
+	return os.WriteFile(path, data, 0o600) //nolint:gosec // G703: the CTF directory is the caller's to choose
 }
 
 // The helpers below build Konfidence-shaped component versions.

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+)
+
+// TestVectorInspectCredentialHelper: --docker-config names a credential helper for the registry instead of
+// carrying the password, as docker login writes it on a workstation; the CLI asks the helper.
+func TestVectorInspectCredentialHelper(t *testing.T) {
+	reg := ocmtest.NewRegistry(t, ocmtest.WithBasicAuth("robot", "helper-pw"))
+	reg.Push(t, "", fixtures()...)
+	dir := t.TempDir()
+	// A helper speaks the docker-credential-helpers protocol: "get" reads the server address on stdin.
+	helper := "#!/bin/sh\n[ \"$1\" = get ] || exit 1\nread -r server\n" +
+		`printf '{"ServerURL":"%s","Username":"robot","Secret":"helper-pw"}' "$server"` + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "docker-credential-fluxdeployer-test"), []byte(helper), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	config := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(config, []byte(`{"credHelpers":{"`+reg.Host+`":"fluxdeployer-test"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ref := reg.Ref("", "acme.org/vectors/shop", "1.0.0")
+	out, err := runCLI(t, "vector", "inspect", ref, "--docker-config", config, "-o", "json")
+	if err != nil || !strings.Contains(out, `"acme.org/artifacts/backend"`) {
+		t.Errorf("with a credential helper: %v\n%s", err, out)
+	}
+	if _, err := runCLI(t, "vector", "inspect", ref, "--docker-config", filepath.Join(dir, "missing.json")); err == nil {
+		t.Error("a missing --docker-config file was accepted")
+	}
+}

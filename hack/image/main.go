@@ -103,7 +103,7 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }()
 	binary := filepath.Join(tmp, "fluxdeployer")
 	if err := buildBinary(ctx, o, binary); err != nil {
 		return err
@@ -121,27 +121,27 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(log, "image %s@%s: %s compressed (%d bytes)\n", tag, digest, mib(size), size)
+	_, _ = fmt.Fprintf(log, "image %s@%s: %s compressed (%d bytes)\n", tag, digest, mib(size), size)
 	if o.tarball != "" {
-		if err := os.MkdirAll(filepath.Dir(o.tarball), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(o.tarball), 0o750); err != nil {
 			return err
 		}
 		if err := tarball.WriteToFile(o.tarball, tag, img); err != nil {
 			return fmt.Errorf("writing %s: %w", o.tarball, err)
 		}
-		fmt.Fprintf(log, "wrote %s (docker load -i %s)\n", o.tarball, o.tarball)
+		_, _ = fmt.Fprintf(log, "wrote %s (docker load -i %s)\n", o.tarball, o.tarball)
 	}
 	if o.layout != "" {
 		if err := writeLayout(o.layout, tag, img); err != nil {
 			return fmt.Errorf("writing %s: %w", o.layout, err)
 		}
-		fmt.Fprintf(log, "wrote OCI image layout %s\n", o.layout)
+		_, _ = fmt.Fprintf(log, "wrote OCI image layout %s\n", o.layout)
 	}
 	if o.push {
 		if err := remote.Write(tag, img, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
 			return fmt.Errorf("pushing %s: %w", tag, err)
 		}
-		fmt.Fprintf(log, "pushed %s@%s\n", tag, digest)
+		_, _ = fmt.Fprintf(log, "pushed %s@%s\n", tag, digest)
 	}
 	return nil
 }
@@ -151,7 +151,7 @@ func (o *options) complete(ctx context.Context) error {
 	if o.src == "" {
 		gomod, err := output(ctx, "", "go", "env", "GOMOD")
 		if err != nil || gomod == "" || gomod == os.DevNull {
-			return fmt.Errorf("finding the module root (run inside the fluxdeployer module or give -src): %v", err)
+			return fmt.Errorf("finding the module root (run inside the fluxdeployer module or give -src): %w", err)
 		}
 		o.src = filepath.Dir(gomod)
 	}
@@ -187,14 +187,14 @@ func (o *options) complete(ctx context.Context) error {
 	return nil
 }
 
-func output(ctx context.Context, dir, name string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
+func output(ctx context.Context, dir, program string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, program, args...)
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		return "", fmt.Errorf("%s %s: %w: %s", program, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return strings.TrimSpace(string(out)), nil
 }

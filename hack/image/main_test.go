@@ -233,7 +233,8 @@ func TestImageNeedsSomethingToDo(t *testing.T) {
 	if err := run(context.Background(), []string{"-version", "1"}, io.Discard); err == nil || !strings.Contains(err.Error(), "nothing to do") {
 		t.Fatalf("run without outputs: %v", err)
 	}
-	if err := run(context.Background(), []string{"-src", "../..", "-img", "no/tag@sha256:00", "-layout", t.TempDir(), "-commit", "c", "-created", "2026-01-02T03:04:05Z"}, io.Discard); err == nil {
+	args := []string{"-src", "../..", "-img", "no/tag@sha256:00", "-layout", t.TempDir(), "-commit", "c", "-created", "2026-01-02T03:04:05Z"}
+	if err := run(context.Background(), args, io.Discard); err == nil {
 		t.Fatal("an image reference without a tag was accepted")
 	}
 }

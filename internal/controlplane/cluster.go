@@ -67,7 +67,7 @@ func StartCluster(ctx context.Context, progress io.Writer) (_ *Cluster, err erro
 	}
 	c.Processes = append(c.Processes, kcm)
 	storage := filepath.Join(dir, "source-controller")
-	if err := os.Mkdir(storage, 0o755); err != nil {
+	if err := os.Mkdir(storage, 0o750); err != nil {
 		return c, err
 	}
 	flux, err := StartFlux(c.AdminKubeconfig, fluxAssets, storage)

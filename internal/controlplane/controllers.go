@@ -50,6 +50,6 @@ func FreeAddr() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("finding a free port: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	addr := l.Addr().String()
+	return addr, l.Close()
 }

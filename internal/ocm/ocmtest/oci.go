@@ -14,6 +14,7 @@ import (
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
+	"sigs.k8s.io/yaml"
 )
 
 // The deployable artifacts an OCM resource's access points at: Helm charts as Helm pushes them and Kustomize
@@ -34,12 +35,23 @@ type Chart struct {
 	Files         map[string]string
 }
 
+type chartMetadata struct {
+	APIVersion string `json:"apiVersion"`
+	Name       string `json:"name"`
+	Version    string `json:"version"`
+	Type       string `json:"type"`
+}
+
 // PushHelmChart pushes the chart to host/repository/<name> as `helm push` does (the tag is the version with "+"
 // written "_") and returns the reference an OCM ociArtifact access names it by, with http:// for plain HTTP.
 func PushHelmChart(ctx context.Context, host, repository string, c Chart) (string, error) {
-	meta := map[string]string{"apiVersion": "v2", "name": c.Name, "version": c.Version, "type": "application"}
-	chartYAML := fmt.Sprintf("apiVersion: v2\nname: %s\nversion: %s\ntype: application\n", c.Name, c.Version)
-	files := map[string]string{c.Name + "/Chart.yaml": chartYAML}
+	// Chart.yaml and Helm's OCI config blob hold the same metadata, as YAML and as JSON.
+	meta := chartMetadata{APIVersion: "v2", Name: c.Name, Version: c.Version, Type: "application"}
+	chartYAML, err := yaml.Marshal(meta)
+	if err != nil {
+		return "", err
+	}
+	files := map[string]string{c.Name + "/Chart.yaml": string(chartYAML)}
 	for path, content := range c.Files {
 		files[c.Name+"/"+path] = content
 	}

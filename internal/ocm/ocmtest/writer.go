@@ -277,9 +277,7 @@ func Artifact(component, version, deployerType string, allowReuse bool) Componen
 		Name: component, Version: version,
 		Resources: []Resource{
 			{Name: "artifact-manifest", Version: version, Type: ocm.ResourceTypeArtifactManifest, Blob: manifest},
-			{Name: "chart", Version: "6.9.1", Type: "helmChart", Access: map[string]string{
-				"type": "ociArtifact", "imageReference": "ghcr.io/stefanprodan/charts/podinfo:6.9.1",
-			}},
+			ChartResource("6.9.1", "ghcr.io/stefanprodan/charts/podinfo:6.9.1"),
 		},
 	}
 }
@@ -302,11 +300,15 @@ func Vector(component, version string, artifacts ...ComponentVersion) ComponentV
 
 // ChartResource is the helmChart resource of an artifact whose chart was pushed to ref (see PushHelmChart).
 func ChartResource(version, ref string) Resource {
-	return Resource{Name: "chart", Version: version, Type: "helmChart", Access: map[string]string{"type": "ociArtifact", "imageReference": ref}}
+	return Resource{Name: "chart", Version: version, Type: "helmChart", Access: ociArtifactAccess(ref)}
 }
 
 // BundleResource is the kustomize resource of an artifact whose bundle was pushed to ref (see
 // PushKustomizeBundle).
 func BundleResource(version, ref string) Resource {
-	return Resource{Name: "bundle", Version: version, Type: "kustomize", Access: map[string]string{"type": "ociArtifact", "imageReference": ref}}
+	return Resource{Name: "bundle", Version: version, Type: "kustomize", Access: ociArtifactAccess(ref)}
+}
+
+func ociArtifactAccess(ref string) map[string]string {
+	return map[string]string{"type": "ociArtifact", "imageReference": ref}
 }

@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/tree"
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
@@ -68,18 +72,44 @@ func TestVectorDeploysThroughFlux(t *testing.T) {
 `, name, cmName))
 }
 
-// assertTree compares the printed tree of the VectorDeployment with want.
+// assertTree compares the tree of the VectorDeployment with want, as `fluxdeployer tree` prints it through a
+// kubeconfig, and checks that its JSON form holds the same objects.
 func assertTree(t *testing.T, vd *konfidencev1.VectorDeployment, want string) {
 	t.Helper()
-	root, err := tree.Build(context.Background(), env.Client, vd.Namespace, vd.Name)
+	if got := fluxdeployerCLI(t, "tree", vd.Name, "-n", vd.Namespace); got != want {
+		t.Errorf("fluxdeployer tree %s:\n%s\nwant:\n%s", vd.Name, got, want)
+	}
+	var root tree.Node
+	if err := json.Unmarshal([]byte(fluxdeployerCLI(t, "tree", vd.Name, "-n", vd.Namespace, "-o", "json")), &root); err != nil {
+		t.Fatal(err)
+	}
+	var printed strings.Builder
+	if err := tree.Print(&printed, &root); err != nil {
+		t.Fatal(err)
+	}
+	if printed.String() != want {
+		t.Errorf("fluxdeployer tree %s -o json, printed:\n%s\nwant:\n%s", vd.Name, printed.String(), want)
+	}
+}
+
+// fluxdeployerCLI runs the fluxdeployer binary with the admin kubeconfig and returns its standard output.
+func fluxdeployerCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	bin, err := fluxdeployerBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got strings.Builder
-	if err := tree.Print(&got, root); err != nil {
+	kubeconfig, err := controlplane.WriteKubeconfig(t.TempDir(), "kubeconfig", env.Kubeconfig)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got.String() != want {
-		t.Errorf("tree of %s:\n%s\nwant:\n%s", vd.Name, got.String(), want)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("fluxdeployer %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
+	return string(out)
 }

@@ -77,6 +77,19 @@ func knownControllers() []string {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// newScheme knows Kubernetes' kinds, the project's, and the Flux objects the Flux deployer writes and watches.
+func newScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, konfidencev1.AddToScheme, sourcev1.AddToScheme, helmv2.AddToScheme, kustomizev1.AddToScheme,
+	} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
+}
+
 // newManager builds the controller-runtime manager with the chosen reconcilers and the health and readiness
 // probes; the caller starts it.
 func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
@@ -85,18 +98,9 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 			return nil, fmt.Errorf("unknown controller %q in --controllers (known: %s)", name, strings.Join(knownControllers(), ", "))
 		}
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+	scheme, err := newScheme()
+	if err != nil {
 		return nil, err
-	}
-	if err := konfidencev1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	// The Flux objects the Flux deployer writes and watches.
-	for _, add := range []func(*runtime.Scheme) error{sourcev1.AddToScheme, helmv2.AddToScheme, kustomizev1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, err
-		}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,

@@ -162,17 +162,9 @@ func newNamespace(t *testing.T, prefix string) string {
 	return ns.Name
 }
 
-// createVectorDeployment creates a VectorDeployment of the vector and returns it.
-func createVectorDeployment(t *testing.T, namespace, name, vector string) *konfidencev1.VectorDeployment {
+func createVectorDeployment(t testing.TB, namespace, name, vector string) *konfidencev1.VectorDeployment {
 	t.Helper()
-	vd := &konfidencev1.VectorDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec:       konfidencev1.VectorDeploymentSpec{Vector: vector},
-	}
-	if err := env.Client.Create(context.Background(), vd); err != nil {
-		t.Fatal(err)
-	}
-	return vd
+	return testenv.CreateVectorDeployment(t, env.Client, namespace, name, vector)
 }
 
 // waitReady waits until the object reports Ready=True and returns how long that took from its creation.

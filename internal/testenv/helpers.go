@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
 )
 
@@ -105,3 +108,16 @@ func Writes(requests []string) int {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// CreateVectorDeployment creates a VectorDeployment of the vector and returns it.
+func CreateVectorDeployment(t testing.TB, c client.Client, namespace, name, vector string) *konfidencev1.VectorDeployment {
+	t.Helper()
+	vd := &konfidencev1.VectorDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec:       konfidencev1.VectorDeploymentSpec{Vector: vector},
+	}
+	if err := c.Create(context.Background(), vd); err != nil {
+		t.Fatal(err)
+	}
+	return vd
+}

@@ -93,14 +93,7 @@ func newNamespace(t testing.TB) string {
 
 func createVectorDeployment(t testing.TB, namespace, name, vector string) *konfidencev1.VectorDeployment {
 	t.Helper()
-	vd := &konfidencev1.VectorDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec:       konfidencev1.VectorDeploymentSpec{Vector: vector},
-	}
-	if err := env.Client.Create(context.Background(), vd); err != nil {
-		t.Fatal(err)
-	}
-	return vd
+	return testenv.CreateVectorDeployment(t, env.Client, namespace, name, vector)
 }
 
 func getVD(t testing.TB, vd *konfidencev1.VectorDeployment) *konfidencev1.VectorDeployment {

@@ -66,11 +66,11 @@ func TestCollisionIsRecoveredWithAPersistedCounter(t *testing.T) {
 	createSquatter(t, ns, names[0])
 	want := firstFree(names, map[string]bool{names[0]: true})
 
-	collisionsBefore := testutil.ToFloat64(collisions)
+	collisionsBefore := testutil.ToFloat64(collisionsRecovered)
 	startManager(t, managerOptions{hashLength: shortHash})
 	vd := createVectorDeployment(t, ns, "shop", vector)
 	vd = waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, "Succeeded")
-	if got := testutil.ToFloat64(collisions) - collisionsBefore; got != float64(want) {
+	if got := testutil.ToFloat64(collisionsRecovered) - collisionsBefore; got != float64(want) {
 		t.Errorf("the collision counter rose by %v, want %d", got, want)
 	}
 

@@ -19,7 +19,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
-	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
@@ -29,17 +28,10 @@ import (
 // and that /metrics serves Flux's reconcile metrics for both kinds and the project's own, with their labels.
 func TestAlertsAndMetrics(t *testing.T) {
 	if cluster == nil {
-		t.Skip("needs the operator's command line; the installed operator's is the chart's")
+		t.Skip("sets the operator's command line, which an installed operator takes from config/manager")
 	}
 	ctx := context.Background()
-	reg := newRegistry(t)
-	bundle, err := ocmtest.PushKustomizeBundle(ctx, reg.Host, "bundles/config", "0.4.0", ocmtest.ConfigBundle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	artifact := ocmtest.Artifact("acme.org/artifacts/config", "0.4.0", "cloud.konfidence.flux.kustomize", true)
-	artifact.Resources[1] = ocmtest.BundleResource("0.4.0", bundle)
-	reg.Push(t, "", artifact, ocmtest.Vector("acme.org/vectors/shop", "1.0.0", artifact))
+	reg, artifact := pushConfigVector(t)
 
 	receiver := newEventReceiver(t)
 	metricsAddr := testenv.FreeAddr(t)

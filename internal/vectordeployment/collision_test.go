@@ -103,6 +103,7 @@ func TestCollisionLimitStopsLoudly(t *testing.T) {
 		}
 	}
 
+	limitsBefore := testutil.ToFloat64(collisionsLimitExceeded)
 	startManager(t, managerOptions{hashLength: shortHash})
 	vd := createVectorDeployment(t, ns, "shop", vector)
 	vd = waitForCondition(t, vd, konfidencev1.StalledCondition, metav1.ConditionTrue, konfidencev1.HashCollisionLimitExceededReason)
@@ -113,6 +114,11 @@ func TestCollisionLimitStopsLoudly(t *testing.T) {
 		t.Errorf("collision count %d, want it to stop at %d", got, konfidencev1.MaxCollisionCount)
 	}
 	waitForEvent(t, ns, vd.Name, konfidencev1.HashCollisionLimitExceededReason, app.Name)
+	if got := testutil.ToFloat64(collisionsLimitExceeded) - limitsBefore; got != 1 {
+		t.Errorf("the limit_exceeded counter rose by %v, want 1", got)
+	}
+	// The slot given up on counts as failed, the other artifact as on its way (nothing marks it Ready here).
+	expectArtifacts(t, vd, artifactCounts{notReady: 1, failed: 1})
 	// The other artifact is deployed all the same.
 	if _, ok := listADs(t, ns)[mustName(t, other.Name, other.Version, "", 0, shortHash)]; !ok {
 		t.Errorf("the artifact without a collision was not deployed")

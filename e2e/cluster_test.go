@@ -94,9 +94,9 @@ var fluxdeployerBinary = sync.OnceValues(func() (string, error) {
 })
 
 // startFluxdeployer writes the Flux deployer's ConfigMap (none when config is nil) and runs the operator as its
-// ServiceAccount until the test ends; if the test failed, the last lines of every process are logged. On an
-// existing cluster the installed operator is used.
-func startFluxdeployer(t *testing.T, config map[string]string) {
+// ServiceAccount, with args added to its command line, until the test ends; if the test failed, the last lines of
+// every process are logged. On an existing cluster the installed operator is used.
+func startFluxdeployer(t *testing.T, config map[string]string, args ...string) {
 	t.Helper()
 	ctx := context.Background()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace(), Name: "flux-deployer-configuration"}}
@@ -116,7 +116,7 @@ func startFluxdeployer(t *testing.T, config map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := cluster.StartFluxdeployer(bin, "--log-level=debug")
+	p, err := cluster.StartFluxdeployer(bin, append([]string{"--log-level=debug"}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,14 +27,7 @@ import (
 // to the ArtifactDeployment and the VectorDeployment.
 func TestVectorDeploysThroughFlux(t *testing.T) {
 	ctx := context.Background()
-	reg := newRegistry(t)
-	bundle, err := ocmtest.PushKustomizeBundle(ctx, reg.Host, "bundles/config", "0.4.0", ocmtest.ConfigBundle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	artifact := ocmtest.Artifact("acme.org/artifacts/config", "0.4.0", "cloud.konfidence.flux.kustomize", true)
-	artifact.Resources[1] = ocmtest.BundleResource("0.4.0", bundle)
-	reg.Push(t, "", artifact, ocmtest.Vector("acme.org/vectors/shop", "1.0.0", artifact))
+	reg, artifact := pushConfigVector(t)
 
 	startFluxdeployer(t, nil)
 	ns := newNamespace(t, "shop")
@@ -70,6 +63,21 @@ func TestVectorDeploysThroughFlux(t *testing.T) {
     └── Kustomization/%[1]s  Ready=True ReconciliationSucceeded
         └── ConfigMap/%[2]s
 `, name, cmName))
+}
+
+// pushConfigVector publishes, in a registry of its own, the vector acme.org/vectors/shop:1.0.0 with one artifact
+// that deploys the kustomize bundle ocmtest.ConfigBundle, and returns the registry and the artifact.
+func pushConfigVector(t *testing.T) (*ocmtest.Registry, ocmtest.ComponentVersion) {
+	t.Helper()
+	reg := newRegistry(t)
+	bundle, err := ocmtest.PushKustomizeBundle(context.Background(), reg.Host, "bundles/config", "0.4.0", ocmtest.ConfigBundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	artifact := ocmtest.Artifact("acme.org/artifacts/config", "0.4.0", "cloud.konfidence.flux.kustomize", true)
+	artifact.Resources[1] = ocmtest.BundleResource("0.4.0", bundle)
+	reg.Push(t, "", artifact, ocmtest.Vector("acme.org/vectors/shop", "1.0.0", artifact))
+	return reg, artifact
 }
 
 // assertTree compares the tree of the VectorDeployment with want, as `fluxdeployer tree` prints it through a

@@ -5,14 +5,15 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/fluxdeployer/fluxdeployer/internal/fluxdeployer"
+	"github.com/fluxdeployer/fluxdeployer/internal/operating"
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment"
 )
 
 // controllerSetup is what each reconciler package offers the binary: its own flags, and registration with the
-// manager once they are parsed.
+// manager once they are parsed, with the settings all reconcilers share.
 type controllerSetup interface {
 	BindFlags(fs *pflag.FlagSet)
-	SetupWithManager(mgr ctrl.Manager) error
+	SetupWithManager(mgr ctrl.Manager, shared operating.Options) error
 }
 
 // controllerSetups holds the reconcilers that --controllers can name. The VectorDeployment reconciler and the

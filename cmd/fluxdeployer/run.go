@@ -6,21 +6,30 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	fluxclient "github.com/fluxcd/pkg/runtime/client"
+	fluxcontroller "github.com/fluxcd/pkg/runtime/controller"
+	"github.com/fluxcd/pkg/runtime/features"
 	"github.com/fluxcd/pkg/runtime/leaderelection"
 	"github.com/fluxcd/pkg/runtime/logger"
+	"github.com/fluxcd/pkg/runtime/metrics"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/operating"
 )
 
 type runOptions struct {
@@ -28,6 +37,10 @@ type runOptions struct {
 	controllers             []string
 	leaderElection          leaderelection.Options
 	logging                 logger.Options
+	kubeAPI                 fluxclient.Options
+	watch                   fluxcontroller.WatchOptions
+	featureGates            features.FeatureGates
+	shared                  operating.Options
 }
 
 func newRunCommand() *cobra.Command {
@@ -38,28 +51,42 @@ func newRunCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(logger.NewLogger(o.logging))
-			cfg, err := ctrl.GetConfig()
-			if err != nil {
+			// No feature is gated yet; as in Flux's controllers, naming an unknown gate is an error.
+			if err := o.featureGates.WithLogger(ctrl.Log).SupportedFeatures(map[string]bool{}); err != nil {
 				return err
 			}
-			mgr, err := newManager(cfg, o)
+			mgr, err := newManager(fluxclient.GetConfigOrDie(o.kubeAPI), o)
 			if err != nil {
 				return err
 			}
 			return mgr.Start(ctrl.SetupSignalHandler())
 		},
 	}
-	f := cmd.Flags()
+	o.bindFlags(cmd.Flags())
+	return cmd
+}
+
+// bindFlags registers the flags of run, with the names and defaults of Flux's controllers where they have one.
+func (o *runOptions) bindFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.metricsAddr, "metrics-addr", ":8080", "address the Prometheus metrics endpoint binds to (0 disables it)")
 	f.StringVar(&o.healthAddr, "health-addr", ":9440", "address the health and readiness probes bind to")
 	f.StringSliceVar(&o.controllers, "controllers", knownControllers(),
 		"reconcilers to run, comma-separated (known: "+strings.Join(knownControllers(), ", ")+")")
+	f.StringVar(&o.shared.EventsAddr, "events-addr", "",
+		"address of notification-controller's event endpoint, e.g. http://notification-controller.flux-system.svc.cluster.local./ (empty: Kubernetes events only)")
+	f.IntVar(&o.shared.Concurrent, "concurrent", 4, "number of objects each reconciler reconciles at once")
+	// Flux's WatchOptions.BindFlags would also add --watch-configs-label-selector, which nothing here watches.
+	f.BoolVar(&o.watch.AllNamespaces, "watch-all-namespaces", true,
+		"watch VectorDeployments and ArtifactDeployments in all namespaces; false watches only the runtime namespace (RUNTIME_NAMESPACE)")
+	f.StringVar(&o.watch.LabelSelector, "watch-label-selector", "",
+		"reconcile only the VectorDeployments with matching labels, e.g. 'sharding.fluxcd.io/shard=shard1'")
+	o.kubeAPI.BindFlags(f)
+	o.featureGates.BindFlags(f)
 	o.leaderElection.BindFlags(f)
 	o.logging.BindFlags(f)
 	for _, name := range knownControllers() {
 		controllerSetups[name].BindFlags(f)
 	}
-	return cmd
 }
 
 func knownControllers() []string {
@@ -102,8 +129,13 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	cacheOptions, err := o.cacheOptions()
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  cacheOptions,
 		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress: o.healthAddr,
 		LeaderElection:         o.leaderElection.Enable,
@@ -132,10 +164,34 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 	}); err != nil {
 		return nil, err
 	}
+	shared := o.shared
+	shared.Metrics = reconcileMetrics()
 	for _, name := range o.controllers {
-		if err := controllerSetups[name].SetupWithManager(mgr); err != nil {
+		if err := controllerSetups[name].SetupWithManager(mgr, shared); err != nil {
 			return nil, fmt.Errorf("setting up controller %s: %w", name, err)
 		}
 	}
 	return mgr, nil
+}
+
+// reconcileMetrics registers Flux's reconcile metrics once per process, however many managers it builds.
+var reconcileMetrics = sync.OnceValue(metrics.MustMakeRecorder)
+
+// cacheOptions narrow what the manager watches as --watch-all-namespaces and --watch-label-selector ask. The
+// label selector applies to VectorDeployments only: the ArtifactDeployments they create do not carry their
+// labels, and are followed through their owner.
+func (o runOptions) cacheOptions() (cache.Options, error) {
+	selector, err := fluxcontroller.GetWatchSelector(o.watch)
+	if err != nil {
+		return cache.Options{}, fmt.Errorf("parsing --watch-label-selector: %w", err)
+	}
+	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{&konfidencev1.VectorDeployment{}: {Label: selector}}}
+	if !o.watch.AllNamespaces {
+		namespace := os.Getenv("RUNTIME_NAMESPACE")
+		if namespace == "" {
+			return cache.Options{}, fmt.Errorf("--watch-all-namespaces=false needs RUNTIME_NAMESPACE, the namespace to watch")
+		}
+		opts.DefaultNamespaces = map[string]cache.Config{namespace: {}}
+	}
+	return opts, nil
 }

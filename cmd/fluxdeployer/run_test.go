@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
@@ -17,7 +18,7 @@ import (
 func TestManagerServesProbes(t *testing.T) {
 	// Both reconcilers run, so the Flux CRDs the Flux deployer watches must be installed.
 	env := testenv.Start(t, filepath.Join(testenv.RepoRoot(), "internal", "fluxdeployer", "testdata", "crds"))
-	o := runOptions{metricsAddr: "0", healthAddr: testenv.FreeAddr(t), controllers: knownControllers()}
+	o := parseRunOptions(t, "--metrics-addr=0", "--health-addr="+testenv.FreeAddr(t))
 	mgr, err := newManager(env.Config, o)
 	if err != nil {
 		t.Fatal(err)
@@ -46,4 +47,16 @@ func TestManagerRejectsUnknownControllers(t *testing.T) {
 	if _, err := newManager(&rest.Config{Host: "127.0.0.1:1"}, runOptions{metricsAddr: "0", healthAddr: "0", controllers: []string{"nonexistent"}}); err == nil {
 		t.Fatal("an unknown --controllers name was accepted")
 	}
+}
+
+// parseRunOptions returns the options of run as the command line args sets them.
+func parseRunOptions(t *testing.T, args ...string) runOptions {
+	t.Helper()
+	o := runOptions{}
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	o.bindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return o
 }

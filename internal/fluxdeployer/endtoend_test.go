@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/operating"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
@@ -43,7 +44,7 @@ func testEndToEnd(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := (&Options{ConfigName: "e2e", ConfigNamespace: configNamespace}).setup(mgr)
+	r, err := (&Options{ConfigName: "e2e", ConfigNamespace: configNamespace}).setup(mgr, operating.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

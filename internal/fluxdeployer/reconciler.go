@@ -6,12 +6,14 @@ package fluxdeployer
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/operating"
 )
 
 // Reconciler reconciles ArtifactDeployments of the Flux manifest types.
@@ -30,6 +33,7 @@ type Reconciler struct {
 	serviceReader client.Reader // holds only Services labelled with an ArtifactDeployment
 	scheme        *runtime.Scheme
 	recorder      kuberecorder.EventRecorder
+	metrics       operating.ReconcileMetrics
 	configKey     types.NamespacedName
 }
 
@@ -52,18 +56,25 @@ var ownedConditions = []string{
 
 // Reconcile brings the Flux objects of one ArtifactDeployment in line with it and reports their state.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	start := time.Now()
 	ad := &konfidencev1.ArtifactDeployment{}
 	if err := r.client.Get(ctx, req.NamespacedName, ad); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.metrics.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	// Other deployers own other manifest types; deletion is garbage collection of the owned Flux objects.
 	if !handled(ad) || !ad.DeletionTimestamp.IsZero() {
+		r.metrics.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	patcher := patch.NewSerialPatcher(ad, r.client)
 	before := conditions.Get(ad, meta.ReadyCondition)
 	defer func() {
 		retErr = errors.Join(retErr, r.finalizeStatus(ctx, ad, patcher, before))
+		// Not suspended: ArtifactDeployment has no spec.suspend yet; gotk_suspend_status reads 0 until it has.
+		r.metrics.Record(ctx, ad, start, false)
 	}()
 
 	result, err := r.reconcile(ctx, ad)
@@ -169,9 +180,9 @@ func (r *Reconciler) finalizeStatus(ctx context.Context, ad *konfidencev1.Artifa
 		(before == nil || before.Status != ready.Status || before.Reason != ready.Reason || before.Message != ready.Message) {
 		switch ready.Status {
 		case metav1.ConditionFalse:
-			r.recorder.Event(ad, corev1.EventTypeWarning, ready.Reason, ready.Message)
+			r.event(ad, corev1.EventTypeWarning, ready.Reason, "%s", ready.Message)
 		case metav1.ConditionTrue:
-			r.recorder.Event(ad, corev1.EventTypeNormal, ready.Reason, ready.Message)
+			r.event(ad, corev1.EventTypeNormal, ready.Reason, "%s", ready.Message)
 		}
 	}
 	return patcher.Patch(ctx, ad,
@@ -185,8 +196,14 @@ func (r *Reconciler) recordApply(ad *konfidencev1.ArtifactDeployment, obj client
 	kind := obj.GetObjectKind().GroupVersionKind().Kind
 	switch outcome {
 	case created:
-		r.recorder.Eventf(ad, corev1.EventTypeNormal, konfidencev1.FluxObjectCreatedReason, "created %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
+		r.event(ad, corev1.EventTypeNormal, konfidencev1.FluxObjectCreatedReason, "created %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
 	case updated:
-		r.recorder.Eventf(ad, corev1.EventTypeNormal, konfidencev1.FluxObjectUpdatedReason, "updated %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
+		r.event(ad, corev1.EventTypeNormal, konfidencev1.FluxObjectUpdatedReason, "updated %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
 	}
+}
+
+// event records an event on ad for Kubernetes and notification-controller, with the component version as the
+// revision.
+func (r *Reconciler) event(ad *konfidencev1.ArtifactDeployment, eventtype, reason, messageFmt string, args ...any) {
+	operating.Event(r.recorder, ad, ad.Spec.Component.Version, eventtype, reason, messageFmt, args...)
 }

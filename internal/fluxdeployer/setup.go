@@ -7,7 +7,6 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
-	"github.com/fluxcd/pkg/runtime/events"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/operating"
 )
 
 // ControllerName names the controller, its events and its field manager.
@@ -65,12 +65,12 @@ func operatorNamespace() string {
 }
 
 // SetupWithManager builds the reconciler and its watches.
-func (o *Options) SetupWithManager(mgr ctrl.Manager) error {
-	_, err := o.setup(mgr)
+func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) error {
+	_, err := o.setup(mgr, shared)
 	return err
 }
 
-func (o *Options) setup(mgr ctrl.Manager) (*Reconciler, error) {
+func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler, error) {
 	// A cache of its own holds the one ConfigMap and the labelled Services, so the process does not cache every
 	// ConfigMap and Service of the cluster.
 	exists, err := labels.NewRequirement(konfidencev1.ArtifactDeploymentLabel, selection.Exists, nil)
@@ -95,7 +95,7 @@ func (o *Options) setup(mgr ctrl.Manager) (*Reconciler, error) {
 	if err := mgr.Add(narrow); err != nil {
 		return nil, err
 	}
-	recorder, err := events.NewRecorder(mgr, ctrl.Log.WithName(ControllerName), "", ControllerName)
+	recorder, err := shared.NewEventRecorder(mgr, ControllerName)
 	if err != nil {
 		return nil, err
 	}
@@ -106,10 +106,12 @@ func (o *Options) setup(mgr ctrl.Manager) (*Reconciler, error) {
 		serviceReader: narrow,
 		scheme:        mgr.GetScheme(),
 		recorder:      recorder,
+		metrics:       shared.ReconcileMetrics(mgr, "ArtifactDeployment"),
 		configKey:     types.NamespacedName{Namespace: o.ConfigNamespace, Name: o.ConfigName},
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
+		WithOptions(shared.ControllerOptions()).
 		For(&konfidencev1.ArtifactDeployment{}, builder.WithPredicates(
 			predicate.NewPredicateFuncs(func(obj client.Object) bool { return handled(obj.(*konfidencev1.ArtifactDeployment)) }),
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).

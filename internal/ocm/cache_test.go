@@ -1,9 +1,13 @@
 package ocm
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
 
 func TestLRUEvictsLeastRecentlyUsed(t *testing.T) {
-	c := newLRU[int](2)
+	c := newLRU[int]("test", 2)
 	c.add("a", 1)
 	c.add("b", 2)
 	if v, ok := c.get("a"); !ok || v != 1 { // a is now more recent than b
@@ -22,7 +26,7 @@ func TestLRUEvictsLeastRecentlyUsed(t *testing.T) {
 		t.Errorf("size %d, want 2", c.cache.Len())
 	}
 
-	off := newLRU[int](-1)
+	off := newLRU[int]("test", -1)
 	off.add("a", 1)
 	if _, ok := off.get("a"); ok {
 		t.Error("disabled cache returned an entry")
@@ -45,5 +49,17 @@ func TestCacheKeyNormalisesRepositorySpelling(t *testing.T) {
 	}
 	if key("h:5000//acme.org/x:1.0.0") == key("h:5000//acme.org/x:1.0.0@sha256:0123456789abcdef0123456789abcdef") {
 		t.Error("a digest-pinned reference shares the unpinned key")
+	}
+}
+
+func TestLRUCountsLookups(t *testing.T) {
+	hits, misses := cacheLookups.WithLabelValues("counted", "hit"), cacheLookups.WithLabelValues("counted", "miss")
+	c := newLRU[int]("counted", 1)
+	c.get("a")
+	c.add("a", 1)
+	c.get("a")
+	c.get("a")
+	if h, m := testutil.ToFloat64(hits), testutil.ToFloat64(misses); h != 2 || m != 1 {
+		t.Errorf("%v hits and %v misses, want 2 and 1", h, m)
 	}
 }

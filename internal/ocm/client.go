@@ -74,12 +74,12 @@ func NewClient(opts Options) *Client {
 	return &Client{
 		opts: opts,
 		http: &auth.Client{
-			Client:     &http.Client{Transport: retry.NewTransport(transport)},
+			Client:     &http.Client{Transport: retry.NewTransport(countingTransport{next: transport})},
 			Cache:      auth.NewCache(),
 			Credential: opts.credential,
 		},
-		vectors:   newLRU[*Vector](opts.CacheSize),
-		artifacts: newLRU[*Artifact](opts.CacheSize),
+		vectors:   newLRU[*Vector]("vector", opts.CacheSize),
+		artifacts: newLRU[*Artifact]("artifact", opts.CacheSize),
 	}
 }
 

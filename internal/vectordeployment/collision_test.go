@@ -66,11 +66,11 @@ func TestCollisionIsRecoveredWithAPersistedCounter(t *testing.T) {
 	createSquatter(t, ns, names[0])
 	want := firstFree(names, map[string]bool{names[0]: true})
 
-	collisionsBefore := testutil.ToFloat64(collisions)
+	collisionsBefore := testutil.ToFloat64(collisionsRecovered)
 	startManager(t, managerOptions{hashLength: shortHash})
 	vd := createVectorDeployment(t, ns, "shop", vector)
 	vd = waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, "Succeeded")
-	if got := testutil.ToFloat64(collisions) - collisionsBefore; got != float64(want) {
+	if got := testutil.ToFloat64(collisionsRecovered) - collisionsBefore; got != float64(want) {
 		t.Errorf("the collision counter rose by %v, want %d", got, want)
 	}
 
@@ -103,6 +103,7 @@ func TestCollisionLimitStopsLoudly(t *testing.T) {
 		}
 	}
 
+	limitsBefore := testutil.ToFloat64(collisionsLimitExceeded)
 	startManager(t, managerOptions{hashLength: shortHash})
 	vd := createVectorDeployment(t, ns, "shop", vector)
 	vd = waitForCondition(t, vd, konfidencev1.StalledCondition, metav1.ConditionTrue, konfidencev1.HashCollisionLimitExceededReason)
@@ -113,6 +114,11 @@ func TestCollisionLimitStopsLoudly(t *testing.T) {
 		t.Errorf("collision count %d, want it to stop at %d", got, konfidencev1.MaxCollisionCount)
 	}
 	waitForEvent(t, ns, vd.Name, konfidencev1.HashCollisionLimitExceededReason, app.Name)
+	if got := testutil.ToFloat64(collisionsLimitExceeded) - limitsBefore; got != 1 {
+		t.Errorf("the limit_exceeded counter rose by %v, want 1", got)
+	}
+	// The slot given up on counts as failed, the other artifact as on its way (nothing marks it Ready here).
+	expectArtifacts(t, vd, artifactCounts{notReady: 1, failed: 1})
 	// The other artifact is deployed all the same.
 	if _, ok := listADs(t, ns)[mustName(t, other.Name, other.Version, "", 0, shortHash)]; !ok {
 		t.Errorf("the artifact without a collision was not deployed")

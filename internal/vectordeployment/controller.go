@@ -9,8 +9,8 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"github.com/fluxcd/pkg/runtime/events"
 	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -22,6 +22,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
+	"github.com/fluxdeployer/fluxdeployer/internal/operating"
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
@@ -32,6 +33,7 @@ type Reconciler struct {
 	APIReader client.Reader
 	Source    VectorSource
 	Recorder  record.EventRecorder
+	Metrics   operating.ReconcileMetrics
 
 	// hashLength is naming.HashLength; tests shorten it so that names collide on their own.
 	hashLength int
@@ -45,19 +47,37 @@ type Reconciler struct {
 
 // Reconcile brings one VectorDeployment's ArtifactDeployments and status up to date.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	start := time.Now()
 	vd := &konfidencev1.VectorDeployment{}
 	if err := r.Get(ctx, req.NamespacedName, vd); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !vd.DeletionTimestamp.IsZero() {
+		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil // owner references hand the ArtifactDeployments to the garbage collector
 	}
 	original := vd.DeepCopy()
+	// Not suspended: VectorDeployment has no spec.suspend yet; gotk_suspend_status reads 0 until it has.
+	defer r.Metrics.Record(ctx, vd, start, false)
 	result, err := r.reconcile(ctx, vd)
 	if writeErr := r.writeStatus(ctx, original, vd); writeErr != nil {
 		return ctrl.Result{}, writeErr
 	}
 	return result, err
+}
+
+// forget deletes the metrics of a VectorDeployment that is gone.
+func (r *Reconciler) forget(key client.ObjectKey) {
+	r.Metrics.Forget(key)
+	forgetArtifacts(key)
+}
+
+// event records an event on vd for Kubernetes and notification-controller, with the vector as the revision.
+func (r *Reconciler) event(vd *konfidencev1.VectorDeployment, eventtype, reason, messageFmt string, args ...any) {
+	operating.Event(r.Recorder, vd, vd.Spec.Vector, eventtype, reason, messageFmt, args...)
 }
 
 // reconcile runs the steps of a reconcile on vd, recording their outcome in vd's status.
@@ -85,23 +105,21 @@ func (r *Reconciler) reconcile(ctx context.Context, vd *konfidencev1.VectorDeplo
 // Options configure the VectorDeployment reconciler from flags.
 type Options struct {
 	registrySecrets []string
-	concurrency     int
 }
 
 // BindFlags registers the reconciler's flags.
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.registrySecrets, "registry-secrets", nil,
 		"namespace/name of kubernetes.io/dockerconfigjson Secrets with credentials for the OCM registries (read at start)")
-	fs.IntVar(&o.concurrency, "vectordeployment-concurrency", 4, "VectorDeployments reconciled in parallel")
 }
 
 // SetupWithManager registers the reconciler with the manager.
-func (o *Options) SetupWithManager(mgr ctrl.Manager) error {
+func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) error {
 	credentials, err := registryCredentials(context.Background(), mgr.GetAPIReader(), o.registrySecrets)
 	if err != nil {
 		return err
 	}
-	recorder, err := events.NewRecorder(mgr, ctrl.Log, "", "vectordeployment-controller")
+	recorder, err := shared.NewEventRecorder(mgr, "vectordeployment-controller")
 	if err != nil {
 		return err
 	}
@@ -110,9 +128,10 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager) error {
 		APIReader:  mgr.GetAPIReader(),
 		Source:     ocmSource{resolver: ocm.NewClient(ocm.Options{Credentials: credentials})},
 		Recorder:   recorder,
+		Metrics:    shared.ReconcileMetrics(mgr, "VectorDeployment"),
 		hashLength: naming.HashLength,
 	}
-	return r.setupWithManager(mgr, controller.Options{MaxConcurrentReconciles: max(1, o.concurrency)})
+	return r.setupWithManager(mgr, shared.ControllerOptions())
 }
 
 func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts controller.Options) error {

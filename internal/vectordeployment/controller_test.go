@@ -89,6 +89,7 @@ func TestVectorWithThreeArtifacts(t *testing.T) {
 		}
 	}
 	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, "Succeeded")
+	expectArtifacts(t, vd, artifactCounts{ready: len(want)})
 	if conditions.Has(vd, konfidencev1.ReconcilingCondition) || conditions.Has(vd, konfidencev1.StalledCondition) {
 		t.Errorf("ready VectorDeployment still has Reconciling/Stalled: %+v", vd.Status.Conditions)
 	}

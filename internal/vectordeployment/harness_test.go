@@ -10,6 +10,7 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/events"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -189,4 +190,14 @@ func pushVector(t testing.TB, reg *ocmtest.Registry, vector string, artifacts ..
 	reg.Push(t, "", artifacts...)
 	reg.Push(t, "", ocmtest.Vector(vector, "1.0.0", artifacts...))
 	return reg.Ref("", vector, "1.0.0")
+}
+
+// expectArtifacts checks the fluxdeployer_vectordeployment_artifacts gauge of vd.
+func expectArtifacts(t testing.TB, vd *konfidencev1.VectorDeployment, want artifactCounts) {
+	t.Helper()
+	for state, n := range map[string]int{"ready": want.ready, "not_ready": want.notReady, "failed": want.failed} {
+		if got := testutil.ToFloat64(artifactStates.WithLabelValues(vd.Namespace, vd.Name, state)); got != float64(n) {
+			t.Errorf("fluxdeployer_vectordeployment_artifacts{state=%q} of %s = %v, want %d", state, vd.Name, got, n)
+		}
+	}
 }

@@ -53,7 +53,7 @@ func (r *Reconciler) fail(vd *konfidencev1.VectorDeployment, reason string, perm
 		conditions.Delete(vd, konfidencev1.StalledCondition)
 	}
 	vd.Status.ObservedGeneration = vd.Generation
-	r.Recorder.Event(vd, corev1.EventTypeWarning, reason, msg)
+	r.event(vd, corev1.EventTypeWarning, reason, "%s", msg)
 }
 
 // syncArtifacts syncs every artifact that was read. An artifact from which no name can be built fails alone,
@@ -130,13 +130,15 @@ func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []Re
 		waiting.add(slot.name, slot.deployment)
 	}
 	failedReason, failedMsg := artifactFailures(artifacts)
+	recordArtifacts(client.ObjectKeyFromObject(vd), countArtifacts(artifacts, limited, waiting))
 
 	switch {
 	case len(limited) > 0:
 		msg := fmt.Sprintf("gave up after %d collision salts: %s", konfidencev1.MaxCollisionCount, strings.Join(sorted(limited), "; "))
 		conditions.MarkFalse(vd, konfidencev1.ArtifactDeploymentsCreatedCondition, konfidencev1.HashCollisionLimitExceededReason, "%s", msg)
 		if !conditions.IsStalled(vd) || conditions.GetReason(vd, konfidencev1.StalledCondition) != konfidencev1.HashCollisionLimitExceededReason {
-			r.Recorder.Event(vd, corev1.EventTypeWarning, konfidencev1.HashCollisionLimitExceededReason, msg)
+			collisionsLimitExceeded.Inc()
+			r.event(vd, corev1.EventTypeWarning, konfidencev1.HashCollisionLimitExceededReason, "%s", msg)
 		}
 		failedReason, failedMsg = konfidencev1.HashCollisionLimitExceededReason, msg
 	case failedReason != "":
@@ -171,6 +173,21 @@ func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []Re
 		conditions.Delete(vd, konfidencev1.ReconcilingCondition)
 		conditions.Delete(vd, konfidencev1.StalledCondition)
 	}
+}
+
+// countArtifacts sorts the artifacts of a VectorDeployment by state for the fluxdeployer_vectordeployment_artifacts
+// gauge: those that could not be read or named and those given up on for collisions failed, the waiting ones
+// failed when stalled and not ready otherwise, and the rest ready.
+func countArtifacts(artifacts []ResolvedArtifact, limited []string, waiting waitingArtifacts) artifactCounts {
+	unresolved := 0
+	for _, a := range artifacts {
+		if a.Err != nil {
+			unresolved++
+		}
+	}
+	failed := unresolved + len(limited) + waiting.stalled
+	notReady := len(waiting.names) - waiting.stalled
+	return artifactCounts{ready: len(artifacts) - failed - notReady, notReady: notReady, failed: failed}
 }
 
 // waitingArtifacts collects the ArtifactDeployments that are not Ready, with what their own Ready condition

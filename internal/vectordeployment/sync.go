@@ -65,6 +65,7 @@ func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDe
 	if err != nil {
 		return slotResult{}, err
 	}
+	namesBuilt.Inc()
 	desired := newArtifactDeployment(vd, a, id, name, hash, collisionCount)
 	if err := r.setOwner(vd, id, desired); err != nil {
 		return slotResult{}, err
@@ -73,7 +74,7 @@ func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDe
 	switch {
 	case err == nil:
 		creations.Inc()
-		r.Recorder.Eventf(vd, corev1.EventTypeNormal, "ArtifactDeploymentCreated", "Created ArtifactDeployment %s for %s", name, id)
+		r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentCreated", "Created ArtifactDeployment %s for %s", name, id)
 		log.FromContext(ctx).Info("created ArtifactDeployment", "artifactDeployment", name, "component", id.component, "version", id.version)
 		return slotResult{outcome: created, name: name, collisionCount: collisionCount, deployment: desired}, nil
 	case !apierrors.IsAlreadyExists(err):
@@ -100,8 +101,8 @@ func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDe
 		// the resourceVersion precondition and the next reconcile sees the bumped counter; no second event.
 		return result, err
 	}
-	collisions.Inc()
-	r.Recorder.Event(vd, corev1.EventTypeWarning, konfidencev1.ArtifactDeploymentHashCollisionReason, msg)
+	collisionsRecovered.Inc()
+	r.event(vd, corev1.EventTypeWarning, konfidencev1.ArtifactDeploymentHashCollisionReason, "%s", msg)
 	log.FromContext(ctx).Info("ArtifactDeployment name collision", "artifactDeployment", name, "component", id.component, "version", id.version, "collisionCount", collisionCount)
 	return result, nil
 }
@@ -155,7 +156,7 @@ func (r *Reconciler) adopt(ctx context.Context, vd *konfidencev1.VectorDeploymen
 		return slotResult{}, fmt.Errorf("adopting ArtifactDeployment %s: %w", ad.Name, err)
 	}
 	adoptions.Inc()
-	r.Recorder.Eventf(vd, corev1.EventTypeNormal, "ArtifactDeploymentAdopted", "Adopted ArtifactDeployment %s for %s", ad.Name, id)
+	r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentAdopted", "Adopted ArtifactDeployment %s for %s", ad.Name, id)
 	log.FromContext(ctx).Info("adopted ArtifactDeployment", "artifactDeployment", ad.Name, "component", id.component, "version", id.version)
 	return result, nil
 }

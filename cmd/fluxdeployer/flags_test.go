@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	fluxclient "github.com/fluxcd/pkg/runtime/client"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+)
+
+// TestFlagsHaveFluxDefaults: the flags Flux's controllers share mean the same here when left alone.
+func TestFlagsHaveFluxDefaults(t *testing.T) {
+	o := parseRunOptions(t)
+	if o.shared.Concurrent != 4 || o.shared.EventsAddr != "" || !o.watch.AllNamespaces || o.watch.LabelSelector != "" ||
+		o.kubeAPI.QPS != 50 || o.kubeAPI.Burst != 300 {
+		t.Errorf("defaults: %+v, watch %+v, kube API %+v", o.shared, o.watch, o.kubeAPI)
+	}
+}
+
+// TestConcurrentSetsWorkers: --concurrent is the worker count of every reconciler.
+func TestConcurrentSetsWorkers(t *testing.T) {
+	o := parseRunOptions(t, "--concurrent=7")
+	if got := o.shared.ControllerOptions().MaxConcurrentReconciles; got != 7 {
+		t.Errorf("MaxConcurrentReconciles = %d, want 7", got)
+	}
+}
+
+// TestKubeAPIFlagsReachTheRestConfig: --kube-api-qps and --kube-api-burst set the client's rate limit (Flux's
+// GetConfigOrDie lifts the limit only when the API server has priority and fairness, which it cannot tell here).
+func TestKubeAPIFlagsReachTheRestConfig(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+	o := parseRunOptions(t, "--kube-api-qps=12.5", "--kube-api-burst=34")
+	if cfg := fluxclient.GetConfigOrDie(o.kubeAPI); cfg.QPS != 12.5 || cfg.Burst != 34 {
+		t.Errorf("rest config QPS %v, burst %d; want 12.5 and 34", cfg.QPS, cfg.Burst)
+	}
+}
+
+// TestUnknownFeatureGateIsRejected: as in Flux's controllers, a gate the binary does not know is an error.
+func TestUnknownFeatureGateIsRejected(t *testing.T) {
+	cmd := newRunCommand()
+	cmd.SetArgs([]string{"--feature-gates=NoSuchFeature=true"})
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	if err := cmd.Execute(); err == nil {
+		t.Fatal("an unknown feature gate was accepted")
+	}
+}
+
+// TestWatchFlagsNarrowTheVectorDeployments runs the VectorDeployment reconciler with
+// --watch-all-namespaces=false and --watch-label-selector: only the labelled VectorDeployment of the runtime
+// namespace is reconciled, one elsewhere or without the label is left alone.
+func TestWatchFlagsNarrowTheVectorDeployments(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	runtimeNS, otherNS := namespace(t, env.Client), namespace(t, env.Client)
+	t.Setenv("RUNTIME_NAMESPACE", runtimeNS)
+	o := parseRunOptions(t, "--watch-all-namespaces=false", "--watch-label-selector=shard=a")
+	cacheOptions, err := o.cacheOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A manager of its own, as newManager's would collide with the other tests' on the controller name.
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:     env.Scheme,
+		Cache:      cacheOptions,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := controllerSetups["vectordeployment"].SetupWithManager(mgr, o.shared); err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunManager(t, mgr)
+
+	shard := map[string]string{"shard": "a"}
+	watched := vectorDeployment(t, env.Client, runtimeNS, "watched", shard)
+	ignored := []*konfidencev1.VectorDeployment{
+		vectorDeployment(t, env.Client, runtimeNS, "unlabelled", nil),
+		vectorDeployment(t, env.Client, otherNS, "elsewhere", shard),
+	}
+	// The vector is no reference at all, so a reconcile shows at once as a Stalled status.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(watched), watched); err != nil {
+			return err
+		}
+		if len(watched.Status.Conditions) == 0 {
+			return fmt.Errorf("%s/%s not reconciled", watched.Namespace, watched.Name)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second) // a reconciler that watched them would have been as quick
+	for _, vd := range ignored {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vd), vd); err != nil {
+			t.Fatal(err)
+		}
+		if len(vd.Status.Conditions) > 0 {
+			t.Errorf("%s/%s was reconciled: %+v", vd.Namespace, vd.Name, vd.Status.Conditions)
+		}
+	}
+}
+
+// TestWatchAllNamespacesFalseNeedsTheRuntimeNamespace: without RUNTIME_NAMESPACE there is nothing to narrow to.
+func TestWatchAllNamespacesFalseNeedsTheRuntimeNamespace(t *testing.T) {
+	t.Setenv("RUNTIME_NAMESPACE", "")
+	if _, err := parseRunOptions(t, "--watch-all-namespaces=false").cacheOptions(); err == nil {
+		t.Fatal("--watch-all-namespaces=false was accepted without RUNTIME_NAMESPACE")
+	}
+}
+
+// TestWatchLabelSelectorMustParse: a selector that does not parse is an error at start.
+func TestWatchLabelSelectorMustParse(t *testing.T) {
+	if _, err := parseRunOptions(t, "--watch-label-selector=a in (").cacheOptions(); err == nil {
+		t.Fatal("an unparsable --watch-label-selector was accepted")
+	}
+	opts, err := parseRunOptions(t, "--watch-label-selector=shard=a").cacheOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ByObject is keyed by pointer, so the VectorDeployment entry is found by type.
+	for obj, by := range opts.ByObject {
+		if _, ok := obj.(*konfidencev1.VectorDeployment); !ok {
+			continue
+		}
+		if by.Label.Matches(labels.Set{"shard": "b"}) || !by.Label.Matches(labels.Set{"shard": "a"}) {
+			t.Errorf("the VectorDeployment selector %v is not shard=a", by.Label)
+		}
+		return
+	}
+	t.Error("no VectorDeployment entry in the cache options")
+}
+
+func namespace(t *testing.T, c client.Client) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "watch-"}}
+	if err := c.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+func vectorDeployment(t *testing.T, c client.Client, namespace, name string, selected map[string]string) *konfidencev1.VectorDeployment {
+	t.Helper()
+	vd := &konfidencev1.VectorDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: selected},
+		Spec:       konfidencev1.VectorDeploymentSpec{Vector: "not a reference"},
+	}
+	if err := c.Create(context.Background(), vd); err != nil {
+		t.Fatal(err)
+	}
+	return vd
+}

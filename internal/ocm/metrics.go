@@ -1,0 +1,49 @@
+package ocm
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The registry traffic and the cache's effect on it, for every Client of the process. They are plain Prometheus
+// collectors: whoever serves metrics registers Collectors() (the operator, in controller-runtime's registry).
+var (
+	registryRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fluxdeployer_registry_requests_total",
+		Help: "HTTP requests sent to OCI registries, by response code (\"error\" when no response came).",
+	}, []string{"code"})
+	cacheLookups = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fluxdeployer_registry_cache_lookups_total",
+		Help: "Lookups of resolved component versions in the in-memory cache, by cache (vector, artifact) and result (hit, miss).",
+	}, []string{"cache", "result"})
+)
+
+// Collectors returns the package's metrics, for registration by the process that serves them.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{registryRequests, cacheLookups}
+}
+
+// countingTransport counts each request that leaves for a registry, retries included: that is the load the
+// registry sees.
+type countingTransport struct{ next http.RoundTripper }
+
+func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	code := "error"
+	if err == nil {
+		code = strconv.Itoa(resp.StatusCode)
+	}
+	registryRequests.WithLabelValues(code).Inc()
+	return resp, err
+}
+
+// countLookup records a cache lookup's result.
+func countLookup(cache string, hit bool) {
+	result := "miss"
+	if hit {
+		result = "hit"
+	}
+	cacheLookups.WithLabelValues(cache, result).Inc()
+}

@@ -1,0 +1,93 @@
+// Package operating holds what the binary's reconcilers share so that they are operated like Flux's controllers:
+// where their events go, how many workers each runs, and the GitOps Toolkit reconcile metrics. It knows neither
+// reconciler; each applies it to its own kind.
+package operating
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	fluxcontroller "github.com/fluxcd/pkg/runtime/controller"
+	"github.com/fluxcd/pkg/runtime/events"
+	"github.com/fluxcd/pkg/runtime/metrics"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// Options are the binary's settings every reconciler applies.
+type Options struct {
+	// EventsAddr is notification-controller's event endpoint (--events-addr); empty sends Kubernetes events only.
+	EventsAddr string
+	// Concurrent is the number of objects each reconciler works on at once (--concurrent).
+	Concurrent int
+	// Metrics records gotk_reconcile_condition, gotk_reconcile_duration_seconds and gotk_suspend_status; nil
+	// records nothing.
+	Metrics *metrics.Recorder
+}
+
+// NewEventRecorder returns a recorder that writes Kubernetes events and, with EventsAddr, posts them to
+// notification-controller, reporting as controllerName.
+func (o Options) NewEventRecorder(mgr ctrl.Manager, controllerName string) (*events.Recorder, error) {
+	return events.NewRecorder(mgr, ctrl.Log.WithName(controllerName), o.EventsAddr, controllerName)
+}
+
+// ControllerOptions are the controller-runtime options that follow from the settings.
+func (o Options) ControllerOptions() controller.Options {
+	return controller.Options{MaxConcurrentReconciles: max(1, o.Concurrent)}
+}
+
+// ReconcileMetrics returns the recorder of Flux's reconcile metrics for the reconciler of kind.
+func (o Options) ReconcileMetrics(mgr ctrl.Manager, kind string) ReconcileMetrics {
+	return ReconcileMetrics{Metrics: fluxcontroller.NewMetrics(mgr, o.Metrics), kind: kind}
+}
+
+// ReconcileMetrics records Flux's reconcile metrics for the objects of one kind. The zero value records nothing.
+type ReconcileMetrics struct {
+	fluxcontroller.Metrics
+	kind string
+}
+
+// Record records a reconcile of obj that began at start: its duration, the Ready, Reconciling and Stalled
+// conditions it left, and whether obj is suspended.
+func (m ReconcileMetrics) Record(ctx context.Context, obj conditions.Getter, start time.Time, suspended bool) {
+	m.RecordDuration(ctx, obj, start)
+	m.RecordReadiness(ctx, obj)
+	m.RecordReconciling(ctx, obj)
+	m.RecordStalled(ctx, obj)
+	m.RecordSuspend(ctx, obj, suspended)
+}
+
+// Forget deletes the series of an object that is gone. The reconcilers hold no finalizer, so the last they see
+// of an object may be its absence; the request's key is then all there is.
+func (m ReconcileMetrics) Forget(key types.NamespacedName) {
+	if m.MetricsRecorder == nil {
+		return
+	}
+	ref := corev1.ObjectReference{Kind: m.kind, Namespace: key.Namespace, Name: key.Name}
+	for _, condition := range []string{meta.ReadyCondition, meta.ReconcilingCondition, meta.StalledCondition} {
+		m.MetricsRecorder.DeleteCondition(ref, condition)
+	}
+	m.MetricsRecorder.DeleteDuration(ref)
+	m.MetricsRecorder.DeleteSuspend(ref)
+}
+
+// Event records an event on obj with the metadata notification-controller reads: the revision an alert shows,
+// and a token (the generation) so that events of different specs are not rate-limited as one. The keys carry the
+// API group of obj, as notification-controller keeps only metadata prefixed with the involved object's group.
+func Event(r record.EventRecorder, obj client.Object, revision, eventtype, reason, messageFmt string, args ...any) {
+	metadata := map[string]string{
+		konfidencev1.GroupVersion.Group + "/" + eventv1.MetaRevisionKey: revision,
+		konfidencev1.GroupVersion.Group + "/" + eventv1.MetaTokenKey:    strconv.FormatInt(obj.GetGeneration(), 10),
+	}
+	r.AnnotatedEventf(obj, metadata, eventtype, reason, messageFmt, args...)
+}

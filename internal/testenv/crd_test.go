@@ -196,3 +196,75 @@ func assertInvalid(t *testing.T, err error, message string) {
 		t.Errorf("error %q does not mention %q", err, message)
 	}
 }
+
+// suspend is the one field of either spec that may change: it stops the reconcilers, it does not change what is
+// deployed.
+func TestSuspendFlipsWhileTheRestOfTheSpecStaysImmutable(t *testing.T) {
+	ctx := context.Background()
+	vd := newVectorDeployment("suspend-flips")
+	if err := env.Client.Create(ctx, vd); err != nil {
+		t.Fatal(err)
+	}
+	for _, suspend := range []bool{true, false} {
+		vd.Spec.Suspend = suspend
+		if err := env.Client.Update(ctx, vd); err != nil {
+			t.Fatalf("VectorDeployment suspend=%v: %v", suspend, err)
+		}
+	}
+	vd.Spec.Suspend = true
+	vd.Spec.Vector = "http://registry:5000//acme.org/vectors/shop:2.0.0"
+	assertInvalid(t, env.Client.Update(ctx, vd), "VectorDeployment spec is immutable")
+
+	withTasks := newArtifactDeployment("suspend-flips-tasks")
+	withoutTasks := newArtifactDeployment("suspend-flips-no-tasks")
+	withoutTasks.Spec.TaskManifests = nil
+	for _, ad := range []*konfidencev1.ArtifactDeployment{withTasks, withoutTasks} {
+		if err := env.Client.Create(ctx, ad); err != nil {
+			t.Fatal(err)
+		}
+		for _, suspend := range []bool{true, false} {
+			ad.Spec.Suspend = suspend
+			if err := env.Client.Update(ctx, ad); err != nil {
+				t.Fatalf("%s suspend=%v: %v", ad.Name, suspend, err)
+			}
+		}
+		changed := ad.DeepCopy()
+		changed.Spec.Suspend = true
+		changed.Spec.TaskManifests = append(changed.Spec.TaskManifests, konfidencev1.TaskManifest{Name: "extra", Type: "job"})
+		assertInvalid(t, env.Client.Update(ctx, changed), "ArtifactDeployment spec is immutable")
+	}
+}
+
+// kubectl get vd answers "is my landscape up?": counts, the Ready message and suspension, without -o wide.
+func TestPrinterColumnsShowProgressAndSuspension(t *testing.T) {
+	ctx := context.Background()
+	for name, want := range map[string]map[string]string{
+		"vectordeployments.konfidence.cloud": {
+			"Artifacts": ".status.readySummary",
+			"Status":    `.status.conditions[?(@.type=="Ready")].message`,
+			"Suspended": ".spec.suspend",
+		},
+		"artifactdeployments.konfidence.cloud": {
+			"Type":      ".spec.manifest.type",
+			"Flux":      ".status.fluxKind",
+			"Release":   ".status.releaseName",
+			"Suffix":    ".status.nameSuffix",
+			"Status":    `.status.conditions[?(@.type=="Ready")].message`,
+			"Suspended": ".spec.suspend",
+		},
+	} {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			t.Fatalf("CRD %s: %v", name, err)
+		}
+		got := map[string]string{}
+		for _, c := range crd.Spec.Versions[0].AdditionalPrinterColumns {
+			got[c.Name] = c.JSONPath
+		}
+		for column, path := range want {
+			if got[column] != path {
+				t.Errorf("%s: printer column %s = %q, want %q", name, column, got[column], path)
+			}
+		}
+	}
+}

@@ -1,20 +1,24 @@
 package ocm
 
-import "testing"
+import (
+	"context"
+	"testing"
+)
 
 func TestLRUEvictsLeastRecentlyUsed(t *testing.T) {
+	ctx := context.Background()
 	c := newLRU[int](2)
 	c.add("a", 1)
 	c.add("b", 2)
-	if v, ok := c.get("a"); !ok || v != 1 { // a is now more recent than b
+	if v, ok := c.get(ctx, "a"); !ok || v != 1 { // a is now more recent than b
 		t.Fatalf("get(a) = %v, %v", v, ok)
 	}
 	c.add("c", 3)
-	if _, ok := c.get("b"); ok {
+	if _, ok := c.get(ctx, "b"); ok {
 		t.Error("b survived although it was least recently used")
 	}
 	for k, want := range map[string]int{"a": 1, "c": 3} {
-		if v, ok := c.get(k); !ok || v != want {
+		if v, ok := c.get(ctx, k); !ok || v != want {
 			t.Errorf("get(%s) = %v, %v; want %v", k, v, ok, want)
 		}
 	}
@@ -24,7 +28,7 @@ func TestLRUEvictsLeastRecentlyUsed(t *testing.T) {
 
 	off := newLRU[int](-1)
 	off.add("a", 1)
-	if _, ok := off.get("a"); ok {
+	if _, ok := off.get(ctx, "a"); ok {
 		t.Error("disabled cache returned an entry")
 	}
 }

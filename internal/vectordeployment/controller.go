@@ -10,6 +10,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/events"
+	"github.com/fluxcd/pkg/runtime/predicates"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -52,7 +53,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !vd.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // owner references hand the ArtifactDeployments to the garbage collector
 	}
+	// As in Flux, a suspended object is left exactly as it is: no registry read, no write, not even to status.
+	if vd.Spec.Suspend {
+		ctrl.LoggerFrom(ctx).V(1).Info("reconciliation is suspended for this object")
+		return ctrl.Result{}, nil
+	}
 	original := vd.DeepCopy()
+	if requested, ok := reconcileRequest(vd); ok {
+		// A user asked for this reconcile: read the registry, not the cache, and record that it was handled
+		// (with the one status write of this reconcile).
+		ctx = ocm.BypassCache(ctx)
+		vd.Status.SetLastHandledReconcileRequest(requested)
+	}
 	result, err := r.reconcile(ctx, vd)
 	if writeErr := r.writeStatus(ctx, original, vd); writeErr != nil {
 		return ctrl.Result{}, writeErr
@@ -80,6 +92,14 @@ func (r *Reconciler) reconcile(ctx context.Context, vd *konfidencev1.VectorDeplo
 	}
 	r.summarize(vd, artifacts, slots)
 	return ctrl.Result{}, artifactErrors(artifacts)
+}
+
+// reconcileRequest returns the value of the reconcile.fluxcd.io/requestedAt annotation when it asks for a
+// reconcile not handled yet. A Stalled VectorDeployment is retried by it as well: a request reaches reconcile like
+// a change of the spec does.
+func reconcileRequest(vd *konfidencev1.VectorDeployment) (string, bool) {
+	requested, ok := meta.ReconcileAnnotationValue(vd.GetAnnotations())
+	return requested, ok && requested != vd.Status.GetLastHandledReconcileRequest()
 }
 
 // Options configure the VectorDeployment reconciler from flags.
@@ -117,7 +137,8 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager) error {
 
 func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&konfidencev1.VectorDeployment{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&konfidencev1.VectorDeployment{}, builder.WithPredicates(
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).
 		// Every owner, not just the controller: a reusable ArtifactDeployment's readiness matters to each
 		// VectorDeployment that shares it.
 		Watches(&konfidencev1.ArtifactDeployment{}, handler.EnqueueRequestsFromMapFunc(owningVectorDeployments)).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -130,6 +131,7 @@ func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []Re
 		waiting.add(slot.name, slot.deployment)
 	}
 	failedReason, failedMsg := artifactFailures(artifacts)
+	recordCounts(vd, len(artifacts), len(slots)-len(limited)-len(waiting.names))
 
 	switch {
 	case len(limited) > 0:
@@ -171,6 +173,14 @@ func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []Re
 		conditions.Delete(vd, konfidencev1.ReconcilingCondition)
 		conditions.Delete(vd, konfidencev1.StalledCondition)
 	}
+}
+
+// recordCounts sets status.artifacts, status.ready and the ready/artifacts summary the Artifacts printer column
+// shows. Every artifact of the vector counts, also one that could not be read or named: it is not deployed.
+func recordCounts(vd *konfidencev1.VectorDeployment, artifacts, ready int) {
+	vd.Status.Artifacts = int32(min(artifacts, math.MaxInt32)) //nolint:gosec // G115: bounded on the line itself
+	vd.Status.Ready = int32(min(ready, math.MaxInt32))         //nolint:gosec // G115: bounded on the line itself
+	vd.Status.ReadySummary = fmt.Sprintf("%d/%d", ready, artifacts)
 }
 
 // waitingArtifacts collects the ArtifactDeployments that are not Ready, with what their own Ready condition

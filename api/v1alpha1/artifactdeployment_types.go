@@ -8,15 +8,18 @@ import (
 
 // ArtifactDeploymentSpec is everything the Flux deployer needs to deploy one artifact. It is immutable but for
 // suspend: other inputs give another name, hence another ArtifactDeployment.
-// +kubebuilder:validation:XValidation:rule="self.manifest == oldSelf.manifest && self.component == oldSelf.component && has(self.taskManifests) == has(oldSelf.taskManifests) && (!has(self.taskManifests) || self.taskManifests == oldSelf.taskManifests)",message="ArtifactDeployment spec is immutable"
+// +kubebuilder:validation:XValidation:rule="self.manifest == oldSelf.manifest && self.component == oldSelf.component",message="ArtifactDeployment spec is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.taskManifests) == has(oldSelf.taskManifests)",message="ArtifactDeployment spec is immutable"
 type ArtifactDeploymentSpec struct {
 	// Manifest is the artifact's deployment manifest.
 	// +required
 	Manifest ArtifactManifest `json:"manifest"`
 
-	// TaskManifests are the artifact's tasks.
+	// TaskManifests are the artifact's tasks. Immutable: compared here while present before and after (a
+	// transition rule), and the rule on the spec forbids adding or removing them.
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="ArtifactDeployment spec is immutable"
 	TaskManifests []TaskManifest `json:"taskManifests,omitempty"`
 
 	// Component is the OCM component version that carries the artifact.

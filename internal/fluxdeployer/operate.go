@@ -11,6 +11,8 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -66,18 +68,15 @@ func operatingPatch(obj client.Object, suspend bool, requested string) []byte {
 	return raw
 }
 
+// suspended reads spec.suspend, which every Flux kind has. A typed object always converts; were it not to, it
+// would read as not suspended and be patched once more, which is harmless.
 func suspended(obj client.Object) bool {
-	switch o := obj.(type) {
-	case *sourcev1.HelmRepository:
-		return o.Spec.Suspend
-	case *sourcev1.OCIRepository:
-		return o.Spec.Suspend
-	case *helmv2.HelmRelease:
-		return o.Spec.Suspend
-	case *kustomizev1.Kustomization:
-		return o.Spec.Suspend
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return false
 	}
-	panic(fmt.Sprintf("no spec.suspend for %T", obj))
+	suspend, _, _ := unstructured.NestedBool(m, "spec", "suspend")
+	return suspend
 }
 
 // recordWorkload names, for the printer columns, the Flux object that deploys the artifact and the name its

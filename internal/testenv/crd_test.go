@@ -2,6 +2,11 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	neturl "net/url"
 	"strings"
 	"testing"
 
@@ -9,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -266,5 +272,58 @@ func TestPrinterColumnsShowProgressAndSuspension(t *testing.T) {
 				t.Errorf("%s: printer column %s = %q, want %q", name, column, got[column], path)
 			}
 		}
+	}
+}
+
+// TestKubectlGetShowsProgress asks the API server for the table kubectl get prints: a suspended VectorDeployment
+// two of whose three artifacts are ready reads as such, without -o wide.
+func TestKubectlGetShowsProgress(t *testing.T) {
+	ctx := context.Background()
+	vd := newVectorDeployment("table")
+	vd.Spec.Suspend = true
+	if err := env.Client.Create(ctx, vd); err != nil {
+		t.Fatal(err)
+	}
+	vd.Status.ReadySummary = "2/3"
+	meta.SetStatusCondition(&vd.Status.Conditions, metav1.Condition{Type: konfidencev1.ReadyCondition, Status: metav1.ConditionFalse,
+		Reason: "InstallFailed", Message: "2/3 artifacts ready; waiting for database-16-4-0-4739810ml3: InstallFailed: boom"})
+	if err := env.Client.Status().Update(ctx, vd); err != nil {
+		t.Fatal(err)
+	}
+	httpClient, err := rest.HTTPClientFor(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, err := neturl.JoinPath(env.Config.Host, env.Config.APIPath, "/apis/konfidence.cloud/v1alpha1/namespaces/default/vectordeployments/table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	table := &metav1.Table{}
+	if err == nil {
+		err = json.Unmarshal(body, table)
+	}
+	if err != nil || len(table.Rows) != 1 {
+		t.Fatalf("table from %s: %v, %s", url, err, body)
+	}
+	var got []string
+	for i, c := range table.ColumnDefinitions {
+		if c.Priority == 0 {
+			got = append(got, fmt.Sprintf("%s=%v", c.Name, table.Rows[0].Cells[i]))
+		}
+	}
+	want := "Name=table Artifacts=2/3 Ready=False Status=2/3 artifacts ready; waiting for database-16-4-0-4739810ml3: InstallFailed: boom Suspended=true"
+	if line := strings.Join(got, " "); !strings.HasPrefix(line, want) {
+		t.Errorf("kubectl get vd prints\n%s\nwant it to start with\n%s", line, want)
 	}
 }

@@ -1,26 +1,35 @@
 package v1alpha1
 
 import (
+	"github.com/fluxcd/pkg/apis/meta"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// ArtifactDeploymentSpec is everything the Flux deployer needs to deploy one artifact. It is immutable: other
-// inputs give another name, hence another ArtifactDeployment.
-// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="ArtifactDeployment spec is immutable"
+// ArtifactDeploymentSpec is everything the Flux deployer needs to deploy one artifact. It is immutable but for
+// suspend: other inputs give another name, hence another ArtifactDeployment.
+// +kubebuilder:validation:XValidation:rule="self.manifest == oldSelf.manifest && self.component == oldSelf.component",message="ArtifactDeployment spec is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.taskManifests) == has(oldSelf.taskManifests)",message="ArtifactDeployment spec is immutable"
 type ArtifactDeploymentSpec struct {
 	// Manifest is the artifact's deployment manifest.
 	// +required
 	Manifest ArtifactManifest `json:"manifest"`
 
-	// TaskManifests are the artifact's tasks.
+	// TaskManifests are the artifact's tasks. Immutable: compared here while present before and after (a
+	// transition rule), and the rule on the spec forbids adding or removing them.
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="ArtifactDeployment spec is immutable"
 	TaskManifests []TaskManifest `json:"taskManifests,omitempty"`
 
 	// Component is the OCM component version that carries the artifact.
 	// +required
 	Component Component `json:"component"`
+
+	// Suspend stops the deployer for this ArtifactDeployment and suspends its Flux objects (spec.suspend), so
+	// helm-controller and kustomize-controller leave the deployment as it is; clearing it resumes them.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // ArtifactManifest says how an artifact is deployed.
@@ -127,6 +136,20 @@ type ArtifactDeploymentStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	meta.ReconcileRequestStatus `json:",inline"`
+
+	// FluxKind is the kind of the Flux object that deploys the artifact: HelmRelease or Kustomization.
+	// +optional
+	FluxKind string `json:"fluxKind,omitempty"`
+
+	// ReleaseName is the Helm release name of a HelmRelease.
+	// +optional
+	ReleaseName string `json:"releaseName,omitempty"`
+
+	// NameSuffix is the suffix a Kustomization appends to the name of every object it renders.
+	// +optional
+	NameSuffix string `json:"nameSuffix,omitempty"`
+
 	// Conditions: Ready, Reconciling, Stalled, ArtifactFetched, ArtifactDeployed, AppHealthy,
 	// DeploymentResultCreated.
 	// +optional
@@ -149,11 +172,17 @@ type ArtifactDeploymentStatus struct {
 // +kubebuilder:resource:shortName=ad;ads,categories=konfidence
 // +kubebuilder:printcolumn:name="Component",type=string,JSONPath=`.spec.component.name`,priority=1
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.component.version`,priority=1
-// +kubebuilder:printcolumn:name="Fetched",type=string,JSONPath=`.status.conditions[?(@.type=="ArtifactFetched")].status`
-// +kubebuilder:printcolumn:name="Deployed",type=string,JSONPath=`.status.conditions[?(@.type=="ArtifactDeployed")].status`
-// +kubebuilder:printcolumn:name="Healthy",type=string,JSONPath=`.status.conditions[?(@.type=="AppHealthy")].status`
+// +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.manifest.type`
+// +kubebuilder:printcolumn:name="Flux",type=string,JSONPath=`.status.fluxKind`
+// +kubebuilder:printcolumn:name="Release",type=string,JSONPath=`.status.releaseName`,priority=1
+// +kubebuilder:printcolumn:name="Suffix",type=string,JSONPath=`.status.nameSuffix`,priority=1
+// +kubebuilder:printcolumn:name="Fetched",type=string,JSONPath=`.status.conditions[?(@.type=="ArtifactFetched")].status`,priority=1
+// +kubebuilder:printcolumn:name="Deployed",type=string,JSONPath=`.status.conditions[?(@.type=="ArtifactDeployed")].status`,priority=1
+// +kubebuilder:printcolumn:name="Healthy",type=string,JSONPath=`.status.conditions[?(@.type=="AppHealthy")].status`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+// +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspend`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ArtifactDeployment struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -1,12 +1,13 @@
 package v1alpha1
 
 import (
+	"github.com/fluxcd/pkg/apis/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// VectorDeploymentSpec names the vector to deploy. It is immutable: deploying another vector is a new
-// VectorDeployment, so the ArtifactDeployments of the old one are never silently replaced.
-// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="VectorDeployment spec is immutable"
+// VectorDeploymentSpec names the vector to deploy. It is immutable but for suspend: deploying another vector is a
+// new VectorDeployment, so the ArtifactDeployments of the old one are never silently replaced.
+// +kubebuilder:validation:XValidation:rule="self.vector == oldSelf.vector",message="VectorDeployment spec is immutable"
 type VectorDeploymentSpec struct {
 	// Vector is the OCM reference of the vector component version, e.g.
 	// http://registry:5000//acme.org/vectors/shop:1.0.0.
@@ -14,6 +15,11 @@ type VectorDeploymentSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	Vector string `json:"vector"`
+
+	// Suspend stops the reconciler of this VectorDeployment: no registry reads, no writes. Its
+	// ArtifactDeployments, and Flux behind them, keep running; suspend those to freeze the deployments.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // ResultingArtifactDeployment is the ArtifactDeployment created for one artifact of the vector.
@@ -36,6 +42,20 @@ type VectorDeploymentStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	meta.ReconcileRequestStatus `json:",inline"`
+
+	// Artifacts is the number of artifacts in the vector.
+	// +optional
+	Artifacts int32 `json:"artifacts,omitempty"`
+
+	// Ready is the number of artifacts whose ArtifactDeployment is Ready.
+	// +optional
+	Ready int32 `json:"ready,omitempty"`
+
+	// ReadySummary is ready/artifacts, e.g. 2/3, for the printer column (a column cannot compute it).
+	// +optional
+	ReadySummary string `json:"readySummary,omitempty"`
+
 	// Conditions: Ready, Reconciling, Stalled, VectorDownloaded, ArtifactDeploymentsCreated.
 	// +optional
 	// +listType=map
@@ -56,8 +76,11 @@ type VectorDeploymentStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=vd;vds,categories=konfidence
 // +kubebuilder:printcolumn:name="Vector",type=string,JSONPath=`.spec.vector`,priority=1
+// +kubebuilder:printcolumn:name="Artifacts",type=string,JSONPath=`.status.readySummary`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+// +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspend`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type VectorDeployment struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -25,8 +25,8 @@ import (
 // TestFlagsHaveFluxDefaults: the flags Flux's controllers share mean the same here when left alone.
 func TestFlagsHaveFluxDefaults(t *testing.T) {
 	o := parseRunOptions(t)
-	if o.shared.Concurrent != 4 || o.shared.EventsAddr != "" || !o.watch.AllNamespaces || o.watch.LabelSelector != "" ||
-		o.kubeAPI.QPS != 50 || o.kubeAPI.Burst != 300 {
+	if o.shared.Concurrent != 4 || o.shared.EventsAddr != "" || o.shared.RequeueDependency != 30*time.Second ||
+		!o.watch.AllNamespaces || o.watch.LabelSelector != "" || o.kubeAPI.QPS != 50 || o.kubeAPI.Burst != 300 {
 		t.Errorf("defaults: %+v, watch %+v, kube API %+v", o.shared, o.watch, o.kubeAPI)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -75,6 +76,8 @@ func (o *runOptions) bindFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.shared.EventsAddr, "events-addr", "",
 		"address of notification-controller's event endpoint, e.g. http://notification-controller.flux-system.svc.cluster.local./ (empty: Kubernetes events only)")
 	f.IntVar(&o.shared.Concurrent, "concurrent", 4, "number of objects each reconciler reconciles at once")
+	f.DurationVar(&o.shared.RequeueDependency, "requeue-dependency", 30*time.Second,
+		"interval at which a VectorDeployment waiting for its ArtifactDeployments to be ready is reconciled again")
 	// Flux's WatchOptions.BindFlags would also add --watch-configs-label-selector, which nothing here watches.
 	f.BoolVar(&o.watch.AllNamespaces, "watch-all-namespaces", true,
 		"watch VectorDeployments and ArtifactDeployments in all namespaces; false watches only the runtime namespace (RUNTIME_NAMESPACE)")

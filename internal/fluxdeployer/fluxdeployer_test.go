@@ -11,4 +11,5 @@ func TestFluxDeployer(t *testing.T) {
 	t.Run("DeploymentResults", func(t *testing.T) { testDeploymentResults(t, h) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, h) })
 	t.Run("EndToEnd", func(t *testing.T) { testEndToEnd(t, h) })
+	t.Run("Operating", func(t *testing.T) { testOperating(t, h) })
 }

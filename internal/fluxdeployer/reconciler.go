@@ -69,13 +69,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.metrics.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
+	// As in Flux, nothing of a suspended ArtifactDeployment is written, not even its status; only its Flux objects
+	// are suspended with it, so that helm-controller and kustomize-controller stop too.
+	if ad.Spec.Suspend {
+		ctrl.LoggerFrom(ctx).V(1).Info("reconciliation is suspended for this object")
+		r.metrics.Record(ctx, ad, start, true)
+		return ctrl.Result{}, r.passOn(ctx, ad)
+	}
 	patcher := patch.NewSerialPatcher(ad, r.client)
 	before := conditions.Get(ad, meta.ReadyCondition)
 	defer func() {
 		retErr = errors.Join(retErr, r.finalizeStatus(ctx, ad, patcher, before))
-		// Not suspended: ArtifactDeployment has no spec.suspend yet; gotk_suspend_status reads 0 until it has.
 		r.metrics.Record(ctx, ad, start, false)
 	}()
+	// A reconcile request is handled by this reconcile, whatever its outcome: it is retried (also when Stalled) and
+	// passed on to the Flux objects.
+	if requested, ok := meta.ReconcileAnnotationValue(ad.GetAnnotations()); ok {
+		ad.Status.SetLastHandledReconcileRequest(requested)
+	}
 
 	result, err := r.reconcile(ctx, ad)
 	if err != nil {
@@ -116,6 +127,11 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 		}
 		r.recordApply(ad, obj, outcome)
 	}
+	// After the apply: on resume it finds the objects as applied before the suspension and lifts their suspend.
+	if err := r.passOn(ctx, ad); err != nil {
+		return ctrl.Result{}, err
+	}
+	recordWorkload(ad, objects)
 	ad.Status.ObservedGeneration = ad.Generation
 
 	// With a HelmRepository, helm-controller creates a HelmChart, and that is what reports the fetch.

@@ -1,6 +1,24 @@
 package ocm
 
-import klru "k8s.io/utils/lru"
+import (
+	"context"
+
+	klru "k8s.io/utils/lru"
+)
+
+type bypassCacheKey struct{}
+
+// BypassCache makes the reads under ctx go to the registry and refresh the cache with what they find. A version is
+// immutable, yet a user who asks for a reconcile expects the registry to be asked: a component version pushed
+// again under the same version (against OCM's rules, but it happens) or one deleted shows up this way.
+func BypassCache(ctx context.Context) context.Context {
+	return context.WithValue(ctx, bypassCacheKey{}, true)
+}
+
+func bypassesCache(ctx context.Context) bool {
+	bypass, _ := ctx.Value(bypassCacheKey{}).(bool)
+	return bypass
+}
 
 // lru is a typed view of a size-bounded least-recently-used map (k8s.io/utils/lru, safe for concurrent use).
 // Component versions are immutable, so entries never expire; the bound only keeps a long-running operator's
@@ -18,8 +36,9 @@ func newLRU[V any](name string, max int) *lru[V] {
 	return &lru[V]{name: name, cache: klru.New(max)}
 }
 
-func (c *lru[V]) get(key string) (V, bool) {
-	if c.cache != nil {
+// get misses when ctx bypasses the cache.
+func (c *lru[V]) get(ctx context.Context, key string) (V, bool) {
+	if c.cache != nil && !bypassesCache(ctx) {
 		if v, ok := c.cache.Get(key); ok {
 			countLookup(c.name, true)
 			return v.(V), true

@@ -1,24 +1,26 @@
 package ocm
 
 import (
+	"context"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestLRUEvictsLeastRecentlyUsed(t *testing.T) {
+	ctx := context.Background()
 	c := newLRU[int]("test", 2)
 	c.add("a", 1)
 	c.add("b", 2)
-	if v, ok := c.get("a"); !ok || v != 1 { // a is now more recent than b
+	if v, ok := c.get(ctx, "a"); !ok || v != 1 { // a is now more recent than b
 		t.Fatalf("get(a) = %v, %v", v, ok)
 	}
 	c.add("c", 3)
-	if _, ok := c.get("b"); ok {
+	if _, ok := c.get(ctx, "b"); ok {
 		t.Error("b survived although it was least recently used")
 	}
 	for k, want := range map[string]int{"a": 1, "c": 3} {
-		if v, ok := c.get(k); !ok || v != want {
+		if v, ok := c.get(ctx, k); !ok || v != want {
 			t.Errorf("get(%s) = %v, %v; want %v", k, v, ok, want)
 		}
 	}
@@ -28,7 +30,7 @@ func TestLRUEvictsLeastRecentlyUsed(t *testing.T) {
 
 	off := newLRU[int]("test", -1)
 	off.add("a", 1)
-	if _, ok := off.get("a"); ok {
+	if _, ok := off.get(ctx, "a"); ok {
 		t.Error("disabled cache returned an entry")
 	}
 }
@@ -55,10 +57,11 @@ func TestCacheKeyNormalisesRepositorySpelling(t *testing.T) {
 func TestLRUCountsLookups(t *testing.T) {
 	hits, misses := cacheLookups.WithLabelValues("counted", "hit"), cacheLookups.WithLabelValues("counted", "miss")
 	c := newLRU[int]("counted", 1)
-	c.get("a")
+	ctx := context.Background()
+	c.get(ctx, "a")
 	c.add("a", 1)
-	c.get("a")
-	c.get("a")
+	c.get(ctx, "a")
+	c.get(ctx, "a")
 	if h, m := testutil.ToFloat64(hits), testutil.ToFloat64(misses); h != 2 || m != 1 {
 		t.Errorf("%v hits and %v misses, want 2 and 1", h, m)
 	}

@@ -96,7 +96,7 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 		return nil, err
 	}
 	key := cacheKey(r)
-	if v, ok := c.vectors.get(key); ok {
+	if v, ok := c.vectors.get(ctx, key); ok {
 		return v, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
@@ -140,7 +140,7 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 
 func (c *Client) resolveArtifact(ctx context.Context, r Ref) (*Artifact, error) {
 	key := cacheKey(r)
-	if a, ok := c.artifacts.get(key); ok {
+	if a, ok := c.artifacts.get(ctx, key); ok {
 		return a, nil
 	}
 	cv, err := c.readComponentVersion(ctx, r)

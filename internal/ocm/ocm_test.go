@@ -352,6 +352,18 @@ func TestResolveVectorCache(t *testing.T) {
 		t.Errorf("new vector over cached artifacts made %d requests, want 3", n)
 	}
 
+	// A reconcile request re-reads the vector and its artifacts, and what it read serves the next resync.
+	before := reg.Requests()
+	if _, err := c.ResolveVector(ocm.BypassCache(ctx), reg.Ref("", vectorName, "1.0.0")); err != nil {
+		t.Fatal(err)
+	}
+	if n := reg.Requests() - before; n < 3*6 {
+		t.Errorf("resolve bypassing the cache made %d requests, want the vector's and 5 artifacts' reads", n)
+	}
+	if n := resolve("1.0.0"); n != 0 {
+		t.Errorf("resync after a bypass made %d registry requests, want 0", n)
+	}
+
 	// Aliases move, so they are re-read every time.
 	aliased := ocmtest.Vector(vectorName, "latest", artifacts...)
 	reg.Push(t, "", aliased)

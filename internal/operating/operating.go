@@ -30,6 +30,9 @@ type Options struct {
 	EventsAddr string
 	// Concurrent is the number of objects each reconciler works on at once (--concurrent).
 	Concurrent int
+	// RequeueDependency is how soon an object waiting for the objects it depends on is reconciled again, whether or
+	// not an event arrives (--requeue-dependency, Flux's flag for the same wait).
+	RequeueDependency time.Duration
 	// Metrics records gotk_reconcile_condition, gotk_reconcile_duration_seconds and gotk_suspend_status; nil
 	// records nothing.
 	Metrics *metrics.Recorder

@@ -2,6 +2,11 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	neturl "net/url"
 	"strings"
 	"testing"
 
@@ -9,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -194,5 +200,130 @@ func assertInvalid(t *testing.T, err error, message string) {
 	}
 	if !strings.Contains(err.Error(), message) {
 		t.Errorf("error %q does not mention %q", err, message)
+	}
+}
+
+// suspend is the one field of either spec that may change: it stops the reconcilers, it does not change what is
+// deployed.
+func TestSuspendFlipsWhileTheRestOfTheSpecStaysImmutable(t *testing.T) {
+	ctx := context.Background()
+	vd := newVectorDeployment("suspend-flips")
+	if err := env.Client.Create(ctx, vd); err != nil {
+		t.Fatal(err)
+	}
+	for _, suspend := range []bool{true, false} {
+		vd.Spec.Suspend = suspend
+		if err := env.Client.Update(ctx, vd); err != nil {
+			t.Fatalf("VectorDeployment suspend=%v: %v", suspend, err)
+		}
+	}
+	vd.Spec.Suspend = true
+	vd.Spec.Vector = "http://registry:5000//acme.org/vectors/shop:2.0.0"
+	assertInvalid(t, env.Client.Update(ctx, vd), "VectorDeployment spec is immutable")
+
+	withTasks := newArtifactDeployment("suspend-flips-tasks")
+	withoutTasks := newArtifactDeployment("suspend-flips-no-tasks")
+	withoutTasks.Spec.TaskManifests = nil
+	for _, ad := range []*konfidencev1.ArtifactDeployment{withTasks, withoutTasks} {
+		if err := env.Client.Create(ctx, ad); err != nil {
+			t.Fatal(err)
+		}
+		for _, suspend := range []bool{true, false} {
+			ad.Spec.Suspend = suspend
+			if err := env.Client.Update(ctx, ad); err != nil {
+				t.Fatalf("%s suspend=%v: %v", ad.Name, suspend, err)
+			}
+		}
+		changed := ad.DeepCopy()
+		changed.Spec.Suspend = true
+		changed.Spec.TaskManifests = append(changed.Spec.TaskManifests, konfidencev1.TaskManifest{Name: "extra", Type: "job"})
+		assertInvalid(t, env.Client.Update(ctx, changed), "ArtifactDeployment spec is immutable")
+	}
+}
+
+// kubectl get vd answers "is my landscape up?": counts, the Ready message and suspension, without -o wide.
+func TestPrinterColumnsShowProgressAndSuspension(t *testing.T) {
+	ctx := context.Background()
+	for name, want := range map[string]map[string]string{
+		"vectordeployments.konfidence.cloud": {
+			"Artifacts": ".status.readySummary",
+			"Status":    `.status.conditions[?(@.type=="Ready")].message`,
+			"Suspended": ".spec.suspend",
+		},
+		"artifactdeployments.konfidence.cloud": {
+			"Type":      ".spec.manifest.type",
+			"Flux":      ".status.fluxKind",
+			"Release":   ".status.releaseName",
+			"Suffix":    ".status.nameSuffix",
+			"Status":    `.status.conditions[?(@.type=="Ready")].message`,
+			"Suspended": ".spec.suspend",
+		},
+	} {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			t.Fatalf("CRD %s: %v", name, err)
+		}
+		got := map[string]string{}
+		for _, c := range crd.Spec.Versions[0].AdditionalPrinterColumns {
+			got[c.Name] = c.JSONPath
+		}
+		for column, path := range want {
+			if got[column] != path {
+				t.Errorf("%s: printer column %s = %q, want %q", name, column, got[column], path)
+			}
+		}
+	}
+}
+
+// TestKubectlGetShowsProgress asks the API server for the table kubectl get prints: a suspended VectorDeployment
+// two of whose three artifacts are ready reads as such, without -o wide.
+func TestKubectlGetShowsProgress(t *testing.T) {
+	ctx := context.Background()
+	vd := newVectorDeployment("table")
+	vd.Spec.Suspend = true
+	if err := env.Client.Create(ctx, vd); err != nil {
+		t.Fatal(err)
+	}
+	vd.Status.ReadySummary = "2/3"
+	meta.SetStatusCondition(&vd.Status.Conditions, metav1.Condition{Type: konfidencev1.ReadyCondition, Status: metav1.ConditionFalse,
+		Reason: "InstallFailed", Message: "2/3 artifacts ready; waiting for database-16-4-0-4739810ml3: InstallFailed: boom"})
+	if err := env.Client.Status().Update(ctx, vd); err != nil {
+		t.Fatal(err)
+	}
+	httpClient, err := rest.HTTPClientFor(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, err := neturl.JoinPath(env.Config.Host, env.Config.APIPath, "/apis/konfidence.cloud/v1alpha1/namespaces/default/vectordeployments/table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	table := &metav1.Table{}
+	if err == nil {
+		err = json.Unmarshal(body, table)
+	}
+	if err != nil || len(table.Rows) != 1 {
+		t.Fatalf("table from %s: %v, %s", url, err, body)
+	}
+	var got []string
+	for i, c := range table.ColumnDefinitions {
+		if c.Priority == 0 {
+			got = append(got, fmt.Sprintf("%s=%v", c.Name, table.Rows[0].Cells[i]))
+		}
+	}
+	want := "Name=table Artifacts=2/3 Ready=False Status=2/3 artifacts ready; waiting for database-16-4-0-4739810ml3: InstallFailed: boom Suspended=true"
+	if line := strings.Join(got, " "); !strings.HasPrefix(line, want) {
+		t.Errorf("kubectl get vd prints\n%s\nwant it to start with\n%s", line, want)
 	}
 }

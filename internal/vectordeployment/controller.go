@@ -9,6 +9,7 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/fluxcd/pkg/runtime/predicates"
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/record"
@@ -34,6 +35,10 @@ type Reconciler struct {
 	Source    VectorSource
 	Recorder  record.EventRecorder
 	Metrics   operating.ReconcileMetrics
+	// RequeueDependency, when set, reconciles a VectorDeployment again this soon while its ArtifactDeployments are
+	// on their way, as Flux requeues an object whose dependencies are not ready. Their watch usually comes first;
+	// this bounds the wait when an event is missed.
+	RequeueDependency time.Duration
 
 	// hashLength is naming.HashLength; tests shorten it so that names collide on their own.
 	hashLength int
@@ -59,9 +64,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil // owner references hand the ArtifactDeployments to the garbage collector
 	}
+	defer func() { r.Metrics.Record(ctx, vd, start, vd.Spec.Suspend) }()
+	// As in Flux, a suspended object is left exactly as it is: no registry read, no write, not even to status.
+	if vd.Spec.Suspend {
+		ctrl.LoggerFrom(ctx).V(1).Info("reconciliation is suspended for this object")
+		return ctrl.Result{}, nil
+	}
 	original := vd.DeepCopy()
-	// Not suspended: VectorDeployment has no spec.suspend yet; gotk_suspend_status reads 0 until it has.
-	defer r.Metrics.Record(ctx, vd, start, false)
+	if requested, ok := reconcileRequest(vd); ok {
+		// A user asked for this reconcile: read the registry, not the cache, and record that it was handled
+		// (with the one status write of this reconcile).
+		ctx = ocm.BypassCache(ctx)
+		vd.Status.SetLastHandledReconcileRequest(requested)
+	}
 	result, err := r.reconcile(ctx, vd)
 	if writeErr := r.writeStatus(ctx, original, vd); writeErr != nil {
 		return ctrl.Result{}, writeErr
@@ -99,7 +114,21 @@ func (r *Reconciler) reconcile(ctx context.Context, vd *konfidencev1.VectorDeplo
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
 	r.summarize(vd, artifacts, slots)
-	return ctrl.Result{}, artifactErrors(artifacts)
+	if err := artifactErrors(artifacts); err != nil {
+		return ctrl.Result{}, err
+	}
+	if conditions.IsReconciling(vd) {
+		return ctrl.Result{RequeueAfter: r.RequeueDependency}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// reconcileRequest returns the value of the reconcile.fluxcd.io/requestedAt annotation when it asks for a
+// reconcile not handled yet. A Stalled VectorDeployment is retried by it as well: a request reaches reconcile like
+// a change of the spec does.
+func reconcileRequest(vd *konfidencev1.VectorDeployment) (string, bool) {
+	requested, ok := meta.ReconcileAnnotationValue(vd.GetAnnotations())
+	return requested, ok && requested != vd.Status.GetLastHandledReconcileRequest()
 }
 
 // Options configure the VectorDeployment reconciler from flags.
@@ -124,19 +153,21 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 		return err
 	}
 	r := &Reconciler{
-		Client:     mgr.GetClient(),
-		APIReader:  mgr.GetAPIReader(),
-		Source:     ocmSource{resolver: ocm.NewClient(ocm.Options{Credentials: credentials})},
-		Recorder:   recorder,
-		Metrics:    shared.ReconcileMetrics(mgr, "VectorDeployment"),
-		hashLength: naming.HashLength,
+		Client:            mgr.GetClient(),
+		APIReader:         mgr.GetAPIReader(),
+		Source:            ocmSource{resolver: ocm.NewClient(ocm.Options{Credentials: credentials})},
+		Recorder:          recorder,
+		Metrics:           shared.ReconcileMetrics(mgr, "VectorDeployment"),
+		RequeueDependency: shared.RequeueDependency,
+		hashLength:        naming.HashLength,
 	}
 	return r.setupWithManager(mgr, shared.ControllerOptions())
 }
 
 func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&konfidencev1.VectorDeployment{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&konfidencev1.VectorDeployment{}, builder.WithPredicates(
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).
 		// Every owner, not just the controller: a reusable ArtifactDeployment's readiness matters to each
 		// VectorDeployment that shares it.
 		Watches(&konfidencev1.ArtifactDeployment{}, handler.EnqueueRequestsFromMapFunc(owningVectorDeployments)).

@@ -45,6 +45,8 @@ type managerOptions struct {
 	resolver   ocm.Resolver
 	// requests, when set, records the manager's requests to the API server.
 	requests *testenv.RequestRecorder
+	// requeueDependency is the reconciler's RequeueDependency.
+	requeueDependency time.Duration
 }
 
 // startManager runs the VectorDeployment reconciler in its own manager against the shared API server, as a
@@ -70,11 +72,12 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 		t.Fatal(err)
 	}
 	r := &Reconciler{
-		Client:     mgr.GetClient(),
-		APIReader:  mgr.GetAPIReader(),
-		Source:     ocmSource{resolver: o.resolver},
-		Recorder:   recorder,
-		hashLength: o.hashLength,
+		Client:            mgr.GetClient(),
+		APIReader:         mgr.GetAPIReader(),
+		Source:            ocmSource{resolver: o.resolver},
+		Recorder:          recorder,
+		hashLength:        o.hashLength,
+		RequeueDependency: o.requeueDependency,
 	}
 	// Several managers live in one test binary, so the controller name repeats.
 	if err := r.setupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: ptr.To(true)}); err != nil {

@@ -33,15 +33,7 @@ func TestSteadyStateResyncWritesNothing(t *testing.T) {
 		markReady(t, ad)
 	}
 	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, "Succeeded")
-	// Let the reconciles queued by the status updates settle: a second without a write.
-	testenv.Eventually(t, 30*time.Second, func() error {
-		requests.Take()
-		time.Sleep(time.Second)
-		if n := testenv.Writes(requests.Take()); n > 0 {
-			return fmt.Errorf("still settling: %d writes in the last second", n)
-		}
-		return nil
-	})
+	settle(t, &requests)
 	vd = getVD(t, vd)
 	registryBefore, reconciled := reg.Requests(), reconcileCount(t)
 	ad := listADs(t, ns)[vd.Status.ResultingArtifactDeployments[app.Name].Name]
@@ -57,13 +49,7 @@ func TestSteadyStateResyncWritesNothing(t *testing.T) {
 		return nil
 	})
 	time.Sleep(500 * time.Millisecond)
-	// Only this namespace: event broadcasts of earlier tests' objects may still be under way.
-	var got []string
-	for _, req := range requests.Take() {
-		if strings.Contains(req, "/namespaces/"+ns+"/") {
-			got = append(got, req)
-		}
-	}
+	got := namespaceRequests(&requests, ns)
 	if testenv.Writes(got) != 0 {
 		t.Errorf("a steady-state reconcile made %d writes: %q", testenv.Writes(got), got)
 	}
@@ -73,6 +59,31 @@ func TestSteadyStateResyncWritesNothing(t *testing.T) {
 	if after := getVD(t, vd); after.ResourceVersion != vd.ResourceVersion {
 		t.Errorf("the VectorDeployment changed: resourceVersion %s → %s", vd.ResourceVersion, after.ResourceVersion)
 	}
+}
+
+// settle waits until the reconciles queued by earlier writes have run: a second without a write.
+func settle(t *testing.T, requests *testenv.RequestRecorder) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		requests.Take()
+		time.Sleep(time.Second)
+		if n := testenv.Writes(requests.Take()); n > 0 {
+			return fmt.Errorf("still settling: %d writes in the last second", n)
+		}
+		return nil
+	})
+}
+
+// namespaceRequests takes the recorded requests that concern namespace ns: event broadcasts of earlier tests'
+// objects may still be under way.
+func namespaceRequests(requests *testenv.RequestRecorder, ns string) []string {
+	var got []string
+	for _, req := range requests.Take() {
+		if strings.Contains(req, "/namespaces/"+ns+"/") {
+			got = append(got, req)
+		}
+	}
+	return got
 }
 
 // reconcileCount is controller-runtime's count of VectorDeployment reconciles in this process.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -130,7 +131,9 @@ func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []Re
 		waiting.add(slot.name, slot.deployment)
 	}
 	failedReason, failedMsg := artifactFailures(artifacts)
-	recordArtifacts(client.ObjectKeyFromObject(vd), countArtifacts(artifacts, limited, waiting))
+	counts := countArtifacts(artifacts, limited, waiting)
+	recordArtifacts(client.ObjectKeyFromObject(vd), counts)
+	recordCounts(vd, counts)
 
 	switch {
 	case len(limited) > 0:
@@ -175,8 +178,8 @@ func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []Re
 	}
 }
 
-// countArtifacts sorts the artifacts of a VectorDeployment by state for the fluxdeployer_vectordeployment_artifacts
-// gauge: those that could not be read or named and those given up on for collisions failed, the waiting ones
+// countArtifacts sorts the artifacts of a VectorDeployment by state, for its status counts and the
+// fluxdeployer_vectordeployment_artifacts gauge: those that could not be read or named and those given up on for collisions failed, the waiting ones
 // failed when stalled and not ready otherwise, and the rest ready.
 func countArtifacts(artifacts []ResolvedArtifact, limited []string, waiting waitingArtifacts) artifactCounts {
 	unresolved := 0
@@ -188,6 +191,15 @@ func countArtifacts(artifacts []ResolvedArtifact, limited []string, waiting wait
 	failed := unresolved + len(limited) + waiting.stalled
 	notReady := len(waiting.names) - waiting.stalled
 	return artifactCounts{ready: len(artifacts) - failed - notReady, notReady: notReady, failed: failed}
+}
+
+// recordCounts sets status.artifacts, status.ready and the ready/artifacts summary the Artifacts printer column
+// shows. Every artifact of the vector counts, also one that could not be read or named: it is not deployed.
+func recordCounts(vd *konfidencev1.VectorDeployment, c artifactCounts) {
+	artifacts := c.ready + c.notReady + c.failed
+	vd.Status.Artifacts = int32(min(artifacts, math.MaxInt32)) //nolint:gosec // G115: bounded on the line itself
+	vd.Status.Ready = int32(min(c.ready, math.MaxInt32))       //nolint:gosec // G115: bounded on the line itself
+	vd.Status.ReadySummary = fmt.Sprintf("%d/%d", c.ready, artifacts)
 }
 
 // waitingArtifacts collects the ArtifactDeployments that are not Ready, with what their own Ready condition

@@ -1,0 +1,93 @@
+package fluxdeployer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// passOn brings the ArtifactDeployment's suspend and reconcile request to the Flux objects it owns, as `flux
+// suspend` and `flux reconcile --with-source` would set them there: helm-controller and kustomize-controller stop
+// while the ArtifactDeployment is suspended, and reconcile when it is asked to. It patches only what differs, so a
+// steady-state reconcile writes nothing. The fields are merge-patched, not part of the server-side apply: a
+// suspended ArtifactDeployment is not built again, and its Flux objects stay as they were applied.
+func (r *Reconciler) passOn(ctx context.Context, ad *konfidencev1.ArtifactDeployment) error {
+	requested, _ := meta.ReconcileAnnotationValue(ad.GetAnnotations())
+	for _, obj := range []client.Object{&sourcev1.HelmRepository{}, &sourcev1.OCIRepository{}, &helmv2.HelmRelease{}, &kustomizev1.Kustomization{}} {
+		key := types.NamespacedName{Namespace: ad.Namespace, Name: ad.Name}
+		if err := r.client.Get(ctx, key, obj); apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return transient(konfidencev1.ApplyFailedReason, fmt.Errorf("reading %T %s: %w", obj, key, err))
+		}
+		if !metav1.IsControlledBy(obj, ad) {
+			continue
+		}
+		patch := operatingPatch(obj, ad.Spec.Suspend, requested)
+		if patch == nil {
+			continue
+		}
+		if err := r.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
+			return transient(konfidencev1.ApplyFailedReason, fmt.Errorf("passing suspend and reconcile request on to %T %s: %w", obj, key, err))
+		}
+	}
+	return nil
+}
+
+// operatingPatch is the merge patch that gives obj spec.suspend and the reconcile request, or nil when it has
+// them. Resuming removes spec.suspend rather than setting false, so the object reads as one never suspended.
+func operatingPatch(obj client.Object, suspend bool, requested string) []byte {
+	patch := map[string]any{}
+	if suspended(obj) != suspend {
+		var value any // null removes the field
+		if suspend {
+			value = true
+		}
+		patch["spec"] = map[string]any{"suspend": value}
+	}
+	if requested != "" && obj.GetAnnotations()[meta.ReconcileRequestAnnotation] != requested {
+		patch["metadata"] = map[string]any{"annotations": map[string]string{meta.ReconcileRequestAnnotation: requested}}
+	}
+	if len(patch) == 0 {
+		return nil
+	}
+	raw, _ := json.Marshal(patch) // maps of strings, bools and nil always marshal
+	return raw
+}
+
+// suspended reads spec.suspend, which every Flux kind has. A typed object always converts; were it not to, it
+// would read as not suspended and be patched once more, which is harmless.
+func suspended(obj client.Object) bool {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return false
+	}
+	suspend, _, _ := unstructured.NestedBool(m, "spec", "suspend")
+	return suspend
+}
+
+// recordWorkload names, for the printer columns, the Flux object that deploys the artifact and the name its
+// workloads are found by: the Helm release, or the suffix of every object a Kustomization renders.
+func recordWorkload(ad *konfidencev1.ArtifactDeployment, objects []client.Object) {
+	for _, obj := range objects {
+		switch o := obj.(type) {
+		case *helmv2.HelmRelease:
+			ad.Status.FluxKind, ad.Status.ReleaseName = helmv2.HelmReleaseKind, o.Spec.ReleaseName
+		case *kustomizev1.Kustomization:
+			ad.Status.FluxKind, ad.Status.NameSuffix = kustomizev1.KustomizationKind, o.Spec.NameSuffix
+		}
+	}
+}

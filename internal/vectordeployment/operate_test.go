@@ -1,0 +1,177 @@
+package vectordeployment
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+)
+
+// patchVD applies mutate to the VectorDeployment as a user would (kubectl patch) and returns it as stored.
+func patchVD(t *testing.T, vd *konfidencev1.VectorDeployment, mutate func(*konfidencev1.VectorDeployment)) *konfidencev1.VectorDeployment {
+	t.Helper()
+	vd = getVD(t, vd)
+	before := vd.DeepCopy()
+	mutate(vd)
+	if err := env.Client.Patch(context.Background(), vd, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	return vd
+}
+
+func requestReconcile(token string) func(*konfidencev1.VectorDeployment) {
+	return func(vd *konfidencev1.VectorDeployment) {
+		if vd.Annotations == nil {
+			vd.Annotations = map[string]string{}
+		}
+		vd.Annotations[meta.ReconcileRequestAnnotation] = token
+	}
+}
+
+// TestProgressCounts: status.artifacts, status.ready and the Artifacts column's ready/artifacts follow the
+// ArtifactDeployments' readiness.
+func TestProgressCounts(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	ns := newNamespace(t)
+	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
+	db := ocmtest.Artifact("acme.org/artifacts/database", "1.0.0", helmType, false)
+	startManager(t, managerOptions{})
+	vd := createVectorDeployment(t, ns, "shop", pushVector(t, reg, "acme.org/vectors/shop", app, db))
+	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionFalse, meta.ProgressingReason)
+	if vd.Status.Artifacts != 2 || vd.Status.Ready != 0 || vd.Status.ReadySummary != "0/2" {
+		t.Errorf("before any is ready: artifacts %d, ready %d, summary %q", vd.Status.Artifacts, vd.Status.Ready, vd.Status.ReadySummary)
+	}
+	markReady(t, listADs(t, ns)[vd.Status.ResultingArtifactDeployments[app.Name].Name])
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if got := getVD(t, vd); got.Status.Ready != 1 || got.Status.ReadySummary != "1/2" {
+			return fmt.Errorf("one ready: ready %d, summary %q, Ready %q", got.Status.Ready, got.Status.ReadySummary,
+				conditions.GetMessage(got, konfidencev1.ReadyCondition))
+		}
+		return nil
+	})
+}
+
+// TestSuspendedVectorDeploymentIsLeftAlone: while suspended, a reconcile (a change of one of its
+// ArtifactDeployments, a reconcile request) reads no registry and writes nothing, not even the request as
+// handled; resuming reconciles it again.
+func TestSuspendedVectorDeploymentIsLeftAlone(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	ns := newNamespace(t)
+	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
+	var requests testenv.RequestRecorder
+	startManager(t, managerOptions{requests: &requests})
+	vd := createVectorDeployment(t, ns, "shop", pushVector(t, reg, "acme.org/vectors/shop", app))
+	waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, meta.SucceededReason)
+
+	vd = patchVD(t, vd, func(vd *konfidencev1.VectorDeployment) { vd.Spec.Suspend = true })
+	settle(t, &requests)
+	registryBefore, reconciled := reg.Requests(), reconcileCount(t)
+	markReady(t, listADs(t, ns)[vd.Status.ResultingArtifactDeployments[app.Name].Name])
+	vd = patchVD(t, vd, requestReconcile("suspended"))
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if reconcileCount(t) < reconciled+2 {
+			return fmt.Errorf("not reconciled twice yet")
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond)
+	if got := namespaceRequests(&requests, ns); testenv.Writes(got) != 0 {
+		t.Errorf("a suspended VectorDeployment was written: %q", got)
+	}
+	if n := reg.Requests() - registryBefore; n != 0 {
+		t.Errorf("a suspended VectorDeployment made %d registry requests", n)
+	}
+	if got := getVD(t, vd); got.ResourceVersion != vd.ResourceVersion || conditions.IsReady(got) {
+		t.Errorf("suspended VectorDeployment changed: Ready %+v, lastHandledReconcileAt %q",
+			conditions.Get(got, konfidencev1.ReadyCondition), got.Status.LastHandledReconcileAt)
+	}
+
+	vd = patchVD(t, vd, func(vd *konfidencev1.VectorDeployment) { vd.Spec.Suspend = false })
+	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, meta.SucceededReason)
+	if vd.Status.ObservedGeneration != vd.Generation || vd.Status.LastHandledReconcileAt != "suspended" {
+		t.Errorf("resumed: observedGeneration %d of %d, lastHandledReconcileAt %q", vd.Status.ObservedGeneration, vd.Generation,
+			vd.Status.LastHandledReconcileAt)
+	}
+}
+
+// TestReconcileRequestRereadsAndRetriesStalled: a reconcile request retries a VectorDeployment stalled on a
+// broken artifact, which heals once the artifact is fixed in the registry, and re-reads a converged one from the
+// registry instead of the cache; each records the request as handled, in the one status write of its reconcile.
+func TestReconcileRequestRereadsAndRetriesStalled(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	ns := newNamespace(t)
+	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
+	broken := app
+	broken.Resources = app.Resources[1:] // no artifact manifest: a permanent failure
+	var requests testenv.RequestRecorder
+	startManager(t, managerOptions{requests: &requests})
+	vd := createVectorDeployment(t, ns, "shop", pushVector(t, reg, "acme.org/vectors/shop", broken))
+	waitForCondition(t, vd, konfidencev1.StalledCondition, metav1.ConditionTrue, string(ocm.ReasonManifestMissing))
+
+	reg.Push(t, "", app) // the same version, fixed: nothing tells the operator
+	vd = patchVD(t, vd, requestReconcile("retry"))
+	vd = waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, meta.SucceededReason)
+	if conditions.IsStalled(vd) || vd.Status.LastHandledReconcileAt != "retry" {
+		t.Errorf("after the request: Stalled %v, lastHandledReconcileAt %q", conditions.IsStalled(vd), vd.Status.LastHandledReconcileAt)
+	}
+	markReady(t, listADs(t, ns)[vd.Status.ResultingArtifactDeployments[app.Name].Name])
+	waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, meta.SucceededReason)
+	settle(t, &requests)
+
+	registryBefore := reg.Requests()
+	requests.Take()
+	vd = patchVD(t, vd, requestReconcile("reread"))
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if got := getVD(t, vd); got.Status.LastHandledReconcileAt != "reread" {
+			return fmt.Errorf("lastHandledReconcileAt %q", got.Status.LastHandledReconcileAt)
+		}
+		return nil
+	})
+	// The vector (manifest, config, descriptor) and its artifact, at least, were read again.
+	if n := reg.Requests() - registryBefore; n < 6 {
+		t.Errorf("a reconcile request made %d registry requests, want the vector and its artifact re-read", n)
+	}
+	time.Sleep(500 * time.Millisecond)
+	// The user's patch went through env.Client, not the recorded manager: what is counted is the reconciler's.
+	if got := namespaceRequests(&requests, ns); testenv.Writes(got) != 1 {
+		t.Errorf("a reconcile request made %d writes, want 1 (the status): %q", testenv.Writes(got), got)
+	}
+}
+
+// TestRequeueDependencyWhileWaiting: a VectorDeployment whose ArtifactDeployments are not ready is reconciled again
+// every --requeue-dependency without any event; once they are ready it is left to the watches.
+func TestRequeueDependencyWhileWaiting(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	ns := newNamespace(t)
+	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
+	var requests testenv.RequestRecorder
+	startManager(t, managerOptions{requests: &requests, requeueDependency: 200 * time.Millisecond})
+	vd := createVectorDeployment(t, ns, "shop", pushVector(t, reg, "acme.org/vectors/shop", app))
+	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionFalse, meta.ProgressingReason)
+	settle(t, &requests)
+
+	waiting := reconcileCount(t)
+	time.Sleep(time.Second)
+	if n := reconcileCount(t) - waiting; n < 3 {
+		t.Errorf("%v reconciles in 1s while waiting, want one every 200ms", n)
+	}
+
+	markReady(t, listADs(t, ns)[vd.Status.ResultingArtifactDeployments[app.Name].Name])
+	waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, meta.SucceededReason)
+	settle(t, &requests)
+	ready := reconcileCount(t)
+	time.Sleep(time.Second)
+	if n := reconcileCount(t) - ready; n != 0 {
+		t.Errorf("%v reconciles in 1s once ready, want none", n)
+	}
+}

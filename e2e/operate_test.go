@@ -16,7 +16,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
@@ -100,6 +103,27 @@ func TestAlertsAndMetrics(t *testing.T) {
 		}
 		expectSample(t, families, "fluxdeployer_registry_requests_total", map[string]string{"code": "200"}, nil)
 		expectSample(t, families, "fluxdeployer_registry_cache_lookups_total", map[string]string{"cache": "vector", "result": "miss"}, nil)
+
+		// Suspending shows in gotk_suspend_status, as for Flux's kinds.
+		for _, obj := range []client.Object{vd, &konfidencev1.ArtifactDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: adName}}} {
+			if err := env.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":true}}`))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		testenv.Eventually(t, 30*time.Second, func() error {
+			families := scrape(t, url)
+			for kind, name := range objects {
+				object := map[string]string{"kind": kind, "name": name, "namespace": ns}
+				found := false
+				for _, m := range families["gotk_suspend_status"].GetMetric() {
+					found = found || (matches(m, object) && value(m) == 1)
+				}
+				if !found {
+					return fmt.Errorf("gotk_suspend_status%v is not 1", object)
+				}
+			}
+			return nil
+		})
 
 		// A VectorDeployment that is gone leaves no series behind.
 		if err := env.Client.Delete(ctx, vd); err != nil {

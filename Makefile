@@ -42,14 +42,14 @@ lint: ## golangci-lint with .golangci.yml (pinned in hack/tools/golangci-lint; t
 	go tool -modfile=hack/tools/golangci-lint/go.mod golangci-lint run ./...
 
 .PHONY: test-assets
-test-assets: ## Build kube-apiserver and etcd for envtest, and the Flux controllers for e2e (first run 15-25 minutes).
+test-assets: ## Build kube-apiserver, etcd and kube-controller-manager, and the three Flux controllers (first run 25-45 minutes).
 	@hack/test-assets.sh
 	@hack/flux-assets.sh
 
 .PHONY: test
-test: lint vet verify-generated ## Lint, unit, envtest and short fuzz tests.
-	@# envtest runs a real kube-apiserver and etcd, and e2e/ the real Flux source- and kustomize-controller, all
-	@# built from the Go module proxy into a cache outside the clone on first use.
+test: lint vet verify-generated ## Lint, unit, envtest, end-to-end and short fuzz tests.
+	@# envtest runs a real kube-apiserver and etcd, and e2e/ adds kube-controller-manager and the real Flux source-,
+	@# kustomize- and helm-controller, all built from source into a cache outside the clone on first use.
 	assets=$$(hack/test-assets.sh) && flux=$$(hack/flux-assets.sh) && \
 		KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux go test ./... -count=1 -timeout 30m
 	$(MAKE) fuzz

@@ -13,6 +13,6 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCommand(), newNameCommand(), newVectorCommand(), newVersionCommand(), newTreeCommand())
+	root.AddCommand(newRunCommand(), newNameCommand(), newVectorCommand(), newVersionCommand(), newTreeCommand(), newRenderCommand())
 	return root
 }

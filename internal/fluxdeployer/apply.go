@@ -110,18 +110,35 @@ func applyConfiguration(obj client.Object) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{Object: m}
 	delete(u.Object, "status")
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	raw, err := json.Marshal(u.Object) // map keys marshal sorted, so equal objects give equal digests
+	digest, err := appliedDigest(u)
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(raw)
 	annotations := u.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[appliedDigestAnnotation] = hex.EncodeToString(sum[:12])
+	annotations[appliedDigestAnnotation] = digest
 	u.SetAnnotations(annotations)
 	return u, nil
+}
+
+// appliedDigest is the digest of the applied fields without the owners' UIDs: the API server assigns those, so
+// `fluxdeployer render` cannot know them, yet its digest must be the one the deployer writes. A new owner UID is
+// still applied, since contains compares the owner references themselves.
+func appliedDigest(u *unstructured.Unstructured) (string, error) {
+	hashed := u.DeepCopy()
+	refs := hashed.GetOwnerReferences()
+	for i := range refs {
+		refs[i].UID = ""
+	}
+	hashed.SetOwnerReferences(refs)
+	raw, err := json.Marshal(hashed.Object) // map keys marshal sorted, so equal objects give equal digests
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:12]), nil
 }
 
 // contains reports whether live holds every field of want with the same value. Maps may hold more (API server

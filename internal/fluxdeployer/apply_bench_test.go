@@ -64,15 +64,9 @@ func BenchmarkSteadyStateApply(b *testing.B) {
 		if err := env.Client.Create(ctx, ad); err != nil {
 			b.Fatal(err)
 		}
-		a, err := resolveAccess(&ad.Spec.Component.Resources[0])
-		if err != nil {
-			b.Fatal(err)
-		}
-		refs, err := resolveReferences(ctx, direct, defaultConfig(), ad, a)
-		if err != nil {
-			b.Fatal(err)
-		}
-		built, err := build(ad, a, refs, defaultConfig())
+		built, _, err := desiredObjects(ad, defaultConfig(), func(name string) (bool, error) {
+			return secretExists(ctx, direct, ad.Namespace, name)
+		})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -207,7 +207,7 @@ func compareGolden(t *testing.T, scheme *runtime.Scheme, file string, objs []cli
 			refs[i].UID = "<uid of the ArtifactDeployment>"
 		}
 		u.SetOwnerReferences(refs)
-		// The digest covers the owner's UID, which differs on every run.
+		// The digest is a hash of the fields above; the files pin the fields.
 		if a := u.GetAnnotations(); a[appliedDigestAnnotation] != "" {
 			a[appliedDigestAnnotation] = "<digest>"
 			u.SetAnnotations(a)

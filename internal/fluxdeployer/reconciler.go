@@ -101,22 +101,9 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := checkName(ad.Name); err != nil {
-		return ctrl.Result{}, err
-	}
-	resource, err := selectResource(ad)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	a, err := resolveAccess(resource)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	refs, err := resolveReferences(ctx, r.client, cfg, ad, a)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	objects, err := build(ad, a, refs, cfg)
+	objects, refs, err := desiredObjects(ad, cfg, func(name string) (bool, error) {
+		return secretExists(ctx, r.client, ad.Namespace, name)
+	})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -149,6 +136,28 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 		return ctrl.Result{RequeueAfter: cfg.interval}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// desiredObjects decides the Flux objects of ad and what they refer to, from ad, the configuration and which
+// Secrets exist in ad's namespace; it reads nothing else, so `fluxdeployer render` builds with it too.
+func desiredObjects(ad *konfidencev1.ArtifactDeployment, cfg config, exists secretLookup) ([]client.Object, references, error) {
+	if err := checkName(ad.Name); err != nil {
+		return nil, references{}, err
+	}
+	resource, err := selectResource(ad)
+	if err != nil {
+		return nil, references{}, err
+	}
+	a, err := resolveAccess(resource)
+	if err != nil {
+		return nil, references{}, err
+	}
+	refs, err := resolveReferences(cfg, ad, a, exists)
+	if err != nil {
+		return nil, references{}, err
+	}
+	objects, err := build(ad, a, refs, cfg)
+	return objects, refs, err
 }
 
 func build(ad *konfidencev1.ArtifactDeployment, a artifact, refs references, cfg config) ([]client.Object, error) {

@@ -26,10 +26,13 @@ type references struct {
 	pullSecret *meta.LocalObjectReference // nil: anonymous pulls
 }
 
+// secretLookup tells whether a Secret of this name exists in the ArtifactDeployment's namespace.
+type secretLookup func(name string) (bool, error)
+
 // resolveReferences decides the target and the pull Secret of an ArtifactDeployment. Only Secrets that exist
 // are referenced: Flux fails a source whose secretRef is missing, while an anonymous pull of a public
 // registry works.
-func resolveReferences(ctx context.Context, r client.Reader, cfg config, ad *konfidencev1.ArtifactDeployment, a artifact) (references, error) {
+func resolveReferences(cfg config, ad *konfidencev1.ArtifactDeployment, a artifact, secretExists secretLookup) (references, error) {
 	refs := references{target: target{namespace: cfg.targetNamespace}}
 	if refs.target.namespace == "" {
 		refs.target.namespace = ad.Namespace
@@ -37,7 +40,7 @@ func resolveReferences(ctx context.Context, r client.Reader, cfg config, ad *kon
 	if ref, ok := cfg.deploymentTargets[ad.Namespace]; ok {
 		refs.target.kubeConfig = &ref
 	} else if cfg.deploymentTargetSecretName != "" {
-		exists, err := secretExists(ctx, r, ad.Namespace, cfg.deploymentTargetSecretName)
+		exists, err := secretExists(cfg.deploymentTargetSecretName)
 		if err != nil {
 			return references{}, err
 		}
@@ -46,7 +49,7 @@ func resolveReferences(ctx context.Context, r client.Reader, cfg config, ad *kon
 		}
 	}
 	if name, ok := cfg.authenticationSecretRefs[a.host]; ok {
-		exists, err := secretExists(ctx, r, ad.Namespace, name)
+		exists, err := secretExists(name)
 		if err != nil {
 			return references{}, err
 		}

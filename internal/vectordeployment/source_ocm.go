@@ -29,6 +29,11 @@ func (s ocmSource) ResolveVector(ctx context.Context, ref string) ([]ResolvedArt
 	if v == nil {
 		return nil, err
 	}
+	return ArtifactsOf(v), nil
+}
+
+// ArtifactsOf turns a vector read by the OCM client into the artifacts the reconciler deploys, in reference order.
+func ArtifactsOf(v *ocm.Vector) []ResolvedArtifact {
 	out := make([]ResolvedArtifact, len(v.References))
 	for i, name := range v.References {
 		out[i] = ResolvedArtifact{Ref: name, Err: v.Errors[i]}
@@ -36,7 +41,7 @@ func (s ocmSource) ResolveVector(ctx context.Context, ref string) ([]ResolvedArt
 			out[i].Artifact = artifactFromOCM(v.Artifacts[i])
 		}
 	}
-	return out, nil
+	return out
 }
 
 // artifactFromOCM copies what an ArtifactDeployment needs; the OCM client's values are shared with its cache.

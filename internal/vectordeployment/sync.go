@@ -9,11 +9,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
 // outcome is what syncArtifact did for one artifact.
@@ -61,15 +63,12 @@ func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDe
 		return r.adopt(ctx, vd, id, existing, collisionCount)
 	}
 
-	name, hash, err := id.name(collisionCount, r.hashLength)
+	desired, err := desiredArtifactDeployment(r.Scheme(), vd, a, collisionCount, r.hashLength)
 	if err != nil {
 		return slotResult{}, err
 	}
 	namesBuilt.Inc()
-	desired := newArtifactDeployment(vd, a, id, name, hash, collisionCount)
-	if err := r.setOwner(vd, id, desired); err != nil {
-		return slotResult{}, err
-	}
+	name := desired.Name
 	err = r.Create(ctx, desired)
 	switch {
 	case err == nil:
@@ -149,7 +148,7 @@ func (r *Reconciler) adopt(ctx context.Context, vd *konfidencev1.VectorDeploymen
 		return result, nil
 	}
 	before := ad.DeepCopy()
-	if err := r.setOwner(vd, id, ad); err != nil {
+	if err := setOwner(r.Scheme(), vd, id, ad); err != nil {
 		return slotResult{}, err
 	}
 	if err := r.Patch(ctx, ad, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -164,15 +163,35 @@ func (r *Reconciler) adopt(ctx context.Context, vd *konfidencev1.VectorDeploymen
 // setOwner makes vd an owner of ad: the controller of a non-reusable ArtifactDeployment, one of several
 // non-controlling owners of a reusable one, so Kubernetes garbage collection removes a shared ArtifactDeployment
 // only with its last VectorDeployment.
-func (r *Reconciler) setOwner(vd *konfidencev1.VectorDeployment, id identity, ad *konfidencev1.ArtifactDeployment) error {
+func setOwner(scheme *runtime.Scheme, vd *konfidencev1.VectorDeployment, id identity, ad *konfidencev1.ArtifactDeployment) error {
 	if id.allowReuse {
-		return controllerutil.SetOwnerReference(vd, ad, r.Scheme())
+		return controllerutil.SetOwnerReference(vd, ad, scheme)
 	}
-	return controllerutil.SetControllerReference(vd, ad, r.Scheme())
+	return controllerutil.SetControllerReference(vd, ad, scheme)
 }
 
 func isOwnedBy(ad *konfidencev1.ArtifactDeployment, vd *konfidencev1.VectorDeployment) bool {
 	return slices.ContainsFunc(ad.OwnerReferences, func(ref metav1.OwnerReference) bool { return ref.UID == vd.UID })
+}
+
+// DesiredArtifactDeployment is the ArtifactDeployment the reconciler creates for artifact a of vd in a slot whose
+// collision count is collisionCount: named, labelled, annotated and owned as the reconciler creates it. It reads
+// nothing from a cluster, so `fluxdeployer render` shows exactly what the reconciler would create.
+func DesiredArtifactDeployment(scheme *runtime.Scheme, vd *konfidencev1.VectorDeployment, a Artifact, collisionCount int32) (*konfidencev1.ArtifactDeployment, error) {
+	return desiredArtifactDeployment(scheme, vd, a, collisionCount, naming.HashLength)
+}
+
+func desiredArtifactDeployment(scheme *runtime.Scheme, vd *konfidencev1.VectorDeployment, a Artifact, collisionCount int32, hashLength int) (*konfidencev1.ArtifactDeployment, error) {
+	id := identityOf(a, vd)
+	name, hash, err := id.name(collisionCount, hashLength)
+	if err != nil {
+		return nil, err
+	}
+	ad := newArtifactDeployment(vd, a, id, name, hash, collisionCount)
+	if err := setOwner(scheme, vd, id, ad); err != nil {
+		return nil, err
+	}
+	return ad, nil
 }
 
 func newArtifactDeployment(vd *konfidencev1.VectorDeployment, a Artifact, id identity, name, hash string, collisionCount int32) *konfidencev1.ArtifactDeployment {

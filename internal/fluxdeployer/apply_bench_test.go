@@ -64,9 +64,7 @@ func BenchmarkSteadyStateApply(b *testing.B) {
 		if err := env.Client.Create(ctx, ad); err != nil {
 			b.Fatal(err)
 		}
-		built, _, err := desiredObjects(ad, defaultConfig(), func(name string) (bool, error) {
-			return secretExists(ctx, direct, ad.Namespace, name)
-		})
+		built, _, err := desiredObjects(ad, defaultConfig(), r.observe(ctx, ad))
 		if err != nil {
 			b.Fatal(err)
 		}

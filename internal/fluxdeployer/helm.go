@@ -17,8 +17,8 @@ import (
 const helmChartLayerMediaType = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 
 // buildHelm returns the Helm source and the HelmRelease of a helm artifact.
-func buildHelm(ad *konfidencev1.ArtifactDeployment, a artifact, refs references, cfg config) ([]client.Object, error) {
-	hr := helmRelease(ad, refs, cfg)
+func buildHelm(ad *konfidencev1.ArtifactDeployment, a artifact, refs references, cfg config, releaseName string) ([]client.Object, error) {
+	hr := helmRelease(ad, refs, cfg, releaseName)
 	if a.isOCI() && cfg.helmSource == HelmSourceChartRef {
 		repo := ociRepository(ad, a, refs, cfg)
 		repo.Spec.LayerSelector = &sourcev1.OCILayerSelector{MediaType: helmChartLayerMediaType, Operation: sourcev1.OCILayerCopy}
@@ -72,15 +72,15 @@ func helmRepository(ad *konfidencev1.ArtifactDeployment, a artifact, refs refere
 }
 
 // helmRelease returns the HelmRelease without its chart source. The release name is the ArtifactDeployment's
-// name, so charts that derive names from .Release.Name give every instance its own objects.
-func helmRelease(ad *konfidencev1.ArtifactDeployment, refs references, cfg config) *helmv2.HelmRelease {
+// name (see releaseName), so charts that derive names from .Release.Name give every instance its own objects.
+func helmRelease(ad *konfidencev1.ArtifactDeployment, refs references, cfg config, releaseName string) *helmv2.HelmRelease {
 	timeout := &metav1.Duration{Duration: cfg.timeout}
 	return &helmv2.HelmRelease{
 		TypeMeta:   metav1.TypeMeta{APIVersion: helmv2.GroupVersion.String(), Kind: helmv2.HelmReleaseKind},
 		ObjectMeta: fluxMeta(ad),
 		Spec: helmv2.HelmReleaseSpec{
 			Interval:         metav1.Duration{Duration: cfg.interval},
-			ReleaseName:      ad.Name,
+			ReleaseName:      releaseName,
 			TargetNamespace:  refs.target.namespace,
 			StorageNamespace: refs.target.namespace,
 			KubeConfig:       refs.target.kubeConfig,

@@ -6,8 +6,10 @@ package fluxdeployer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
@@ -101,9 +103,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	objects, refs, err := desiredObjects(ad, cfg, func(name string) (bool, error) {
-		return secretExists(ctx, r.client, ad.Namespace, name)
-	})
+	objects, refs, err := desiredObjects(ad, cfg, r.observe(ctx, ad))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -138,9 +138,27 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	return ctrl.Result{}, nil
 }
 
-// desiredObjects decides the Flux objects of ad and what they refer to, from ad, the configuration and which
-// Secrets exist in ad's namespace; it reads nothing else, so `fluxdeployer render` builds with it too.
-func desiredObjects(ad *konfidencev1.ArtifactDeployment, cfg config, exists secretLookup) ([]client.Object, references, error) {
+// observe reads the cluster state the Flux objects of ad depend on, from the cache.
+func (r *Reconciler) observe(ctx context.Context, ad *konfidencev1.ArtifactDeployment) observed {
+	return observed{
+		secretExists: func(name string) (bool, error) { return secretExists(ctx, r.client, ad.Namespace, name) },
+		helmRelease: func() (*helmv2.HelmRelease, error) {
+			hr := &helmv2.HelmRelease{}
+			err := r.client.Get(ctx, client.ObjectKeyFromObject(ad), hr)
+			if apierrors.IsNotFound(err) {
+				return nil, nil
+			}
+			if err != nil {
+				return nil, transient(konfidencev1.ApplyFailedReason, fmt.Errorf("reading HelmRelease %s/%s: %w", ad.Namespace, ad.Name, err))
+			}
+			return hr, nil
+		},
+	}
+}
+
+// desiredObjects decides the Flux objects of ad and what they refer to, from ad, the configuration and what is
+// observed of the cluster; it reads nothing else, so `fluxdeployer render` builds with it too.
+func desiredObjects(ad *konfidencev1.ArtifactDeployment, cfg config, cluster observed) ([]client.Object, references, error) {
 	if err := checkName(ad.Name); err != nil {
 		return nil, references{}, err
 	}
@@ -152,19 +170,24 @@ func desiredObjects(ad *konfidencev1.ArtifactDeployment, cfg config, exists secr
 	if err != nil {
 		return nil, references{}, err
 	}
-	refs, err := resolveReferences(cfg, ad, a, exists)
+	refs, err := resolveReferences(cfg, ad, a, cluster.secretExists)
 	if err != nil {
 		return nil, references{}, err
 	}
-	objects, err := build(ad, a, refs, cfg)
-	return objects, refs, err
-}
-
-func build(ad *konfidencev1.ArtifactDeployment, a artifact, refs references, cfg config) ([]client.Object, error) {
 	if ad.Spec.Manifest.Type == KustomizeManifestType {
-		return buildKustomize(ad, a, refs, cfg)
+		objects, err := buildKustomize(ad, a, refs, cfg)
+		return objects, refs, err
 	}
-	return buildHelm(ad, a, refs, cfg)
+	live, err := cluster.helmRelease()
+	if err != nil {
+		return nil, references{}, err
+	}
+	release, err := releaseName(ad, live)
+	if err != nil {
+		return nil, references{}, err
+	}
+	objects, err := buildHelm(ad, a, refs, cfg, release)
+	return objects, refs, err
 }
 
 // results collects the deployment results once Flux reports the artifact deployed; until then the previous ones

@@ -3,6 +3,8 @@ package fluxdeployer
 import (
 	"fmt"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -21,7 +23,11 @@ func DesiredObjects(ad *konfidencev1.ArtifactDeployment, configData map[string]s
 	if err != nil {
 		return nil, withReason(terminal(konfidencev1.InvalidConfigurationReason, "%v", err))
 	}
-	objects, _, err := desiredObjects(ad, cfg, func(name string) (bool, error) { return secretExists(name), nil })
+	// A fresh namespace: no HelmRelease yet, whose release name a taken-over Konfidence name would keep.
+	objects, _, err := desiredObjects(ad, cfg, observed{
+		secretExists: func(name string) (bool, error) { return secretExists(name), nil },
+		helmRelease:  func() (*helmv2.HelmRelease, error) { return nil, nil },
+	})
 	if err != nil {
 		return nil, withReason(err)
 	}

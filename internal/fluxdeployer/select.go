@@ -1,6 +1,7 @@
 package fluxdeployer
 
 import (
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -13,6 +14,7 @@ const (
 )
 
 // maxReleaseNameLength is Helm's limit on release names; the ArtifactDeployment's name is the release name.
+// Names this project builds stay within it; a Konfidence install taken over has names of up to 63 characters.
 const maxReleaseNameLength = 53
 
 // deployer is one way of deploying: the component resource type it deploys and the reason for ambiguous input.
@@ -59,15 +61,28 @@ func selectResource(ad *konfidencev1.ArtifactDeployment) (*konfidencev1.Resource
 	}
 }
 
-// checkName refuses a name that cannot be used verbatim for every Flux object and the Helm release. The name is
-// built upstream; renaming here would break the one-to-one mapping the naming scheme guarantees.
+// checkName refuses a name that cannot be used verbatim for every Flux object. The name is built upstream;
+// renaming here would break the one-to-one mapping the naming scheme guarantees. Whether it can also name the Helm
+// release is releaseName's decision.
 func checkName(name string) error {
 	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
 		return terminal(konfidencev1.InvalidNameReason, "name %q is not a DNS-1123 label: %v", name, errs)
 	}
-	if len(name) > maxReleaseNameLength {
-		return terminal(konfidencev1.InvalidNameReason,
-			"name %q has %d characters; a Helm release name has at most %d", name, len(name), maxReleaseNameLength)
-	}
 	return nil
+}
+
+// releaseName is the Helm release of ad: its name. A name longer than Helm allows comes from a Konfidence install
+// taken over (its names reach 63 characters), whose HelmRelease could not carry it: the release that HelmRelease
+// installed keeps its name, as the HelmRelease says it (empty: helm-controller's default, shortened to 53), since a
+// renamed release is a reinstall. Without such a HelmRelease the name cannot be deployed with Helm.
+func releaseName(ad *konfidencev1.ArtifactDeployment, live *helmv2.HelmRelease) (string, error) {
+	switch {
+	case len(ad.Name) <= maxReleaseNameLength:
+		return ad.Name, nil
+	case live != nil:
+		return live.Spec.ReleaseName, nil
+	default:
+		return "", terminal(konfidencev1.InvalidNameReason,
+			"name %q has %d characters; a Helm release name has at most %d", ad.Name, len(ad.Name), maxReleaseNameLength)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,6 +29,13 @@ type references struct {
 
 // secretLookup tells whether a Secret of this name exists in the ArtifactDeployment's namespace.
 type secretLookup func(name string) (bool, error)
+
+// observed is what the deployer reads from the cluster to decide an ArtifactDeployment's Flux objects.
+type observed struct {
+	secretExists secretLookup
+	// helmRelease returns the HelmRelease named like the ArtifactDeployment, nil when there is none.
+	helmRelease func() (*helmv2.HelmRelease, error)
+}
 
 // resolveReferences decides the target and the pull Secret of an ArtifactDeployment. Only Secrets that exist
 // are referenced: Flux fails a source whose secretRef is missing, while an anonymous pull of a public

@@ -164,7 +164,17 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 	return r.setupWithManager(mgr, shared.ControllerOptions())
 }
 
+// componentIndex indexes ArtifactDeployments by their component annotation, so that one created by Konfidence,
+// which carries the annotations but not the identity label, is found without reading the whole namespace.
+const componentIndex = "metadata.annotations." + konfidencev1.ArtifactComponentAnnotation
+
 func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &konfidencev1.ArtifactDeployment{}, componentIndex,
+		func(obj client.Object) []string {
+			return []string{obj.GetAnnotations()[konfidencev1.ArtifactComponentAnnotation]}
+		}); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&konfidencev1.VectorDeployment{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).

@@ -116,21 +116,17 @@ func (r *Reconciler) counterMovedOn(ctx context.Context, vd *konfidencev1.Vector
 	return collisionCountOfSlot(latest, component) > collisionCount, nil
 }
 
-// findByIdentity returns the ArtifactDeployment of an identity, if any. Should there be several (only a bug could
-// make them), the least salted one wins, so every reconciler picks the same.
+// findByIdentity returns the ArtifactDeployment of an identity, if any: one this controller created, found by its
+// identity label, else one Konfidence created, found by the annotations alone (Konfidence writes no such label).
+// Should there be several (only a bug could make them), the least salted one wins, so every reconciler picks the
+// same.
 func (r *Reconciler) findByIdentity(ctx context.Context, namespace string, id identity) (*konfidencev1.ArtifactDeployment, error) {
-	list := &konfidencev1.ArtifactDeploymentList{}
-	if err := r.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{konfidencev1.ArtifactIdentityLabel: id.label()}); err != nil {
-		return nil, fmt.Errorf("listing ArtifactDeployments of %s: %w", id, err)
+	found, err := r.listByIdentity(ctx, id, client.InNamespace(namespace), client.MatchingLabels{konfidencev1.ArtifactIdentityLabel: id.label()})
+	if err == nil && len(found) == 0 {
+		found, err = r.listByIdentity(ctx, id, client.InNamespace(namespace), client.MatchingFields{componentIndex: id.component})
 	}
-	var found []*konfidencev1.ArtifactDeployment
-	for i := range list.Items {
-		if ad := &list.Items[i]; id.matches(ad) && ad.DeletionTimestamp.IsZero() {
-			found = append(found, ad)
-		}
-	}
-	if len(found) == 0 {
-		return nil, nil
+	if err != nil || len(found) == 0 {
+		return nil, err
 	}
 	return slices.MinFunc(found, func(a, b *konfidencev1.ArtifactDeployment) int {
 		if c := collisionCountOf(a) - collisionCountOf(b); c != 0 {
@@ -140,16 +136,36 @@ func (r *Reconciler) findByIdentity(ctx context.Context, namespace string, id id
 	}), nil
 }
 
+// listByIdentity lists the ArtifactDeployments of an identity that are not being deleted.
+func (r *Reconciler) listByIdentity(ctx context.Context, id identity, opts ...client.ListOption) ([]*konfidencev1.ArtifactDeployment, error) {
+	list := &konfidencev1.ArtifactDeploymentList{}
+	if err := r.List(ctx, list, opts...); err != nil {
+		return nil, fmt.Errorf("listing ArtifactDeployments of %s: %w", id, err)
+	}
+	var found []*konfidencev1.ArtifactDeployment
+	for i := range list.Items {
+		if ad := &list.Items[i]; id.matches(ad) && ad.DeletionTimestamp.IsZero() {
+			found = append(found, ad)
+		}
+	}
+	return found, nil
+}
+
 // adopt adds vd as an owner of an ArtifactDeployment of its identity. The owner-reference list is written with
 // an optimistic lock, so two VectorDeployments adopting at once cannot drop each other's reference.
 func (r *Reconciler) adopt(ctx context.Context, vd *konfidencev1.VectorDeployment, id identity, ad *konfidencev1.ArtifactDeployment, collisionCount int32) (slotResult, error) {
 	result := slotResult{outcome: adopted, name: ad.Name, collisionCount: max(collisionCount, collisionCountOf(ad)), deployment: ad}
-	if isOwnedBy(ad, vd) {
+	labelled := ad.Labels[konfidencev1.ArtifactIdentityLabel] == id.label()
+	if isOwnedBy(ad, vd) && labelled {
 		return result, nil
 	}
 	before := ad.DeepCopy()
 	if err := setOwner(r.Scheme(), vd, id, ad); err != nil {
 		return slotResult{}, err
+	}
+	if !labelled {
+		// Taken over from Konfidence: the label makes the next lookup as cheap as for this controller's own.
+		metav1.SetMetaDataLabel(&ad.ObjectMeta, konfidencev1.ArtifactIdentityLabel, id.label())
 	}
 	if err := r.Patch(ctx, ad, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return slotResult{}, fmt.Errorf("adopting ArtifactDeployment %s: %w", ad.Name, err)

@@ -95,8 +95,9 @@ var fluxdeployerBinary = sync.OnceValues(func() (string, error) {
 
 // startFluxdeployer writes the Flux deployer's ConfigMap (none when config is nil) and runs the operator as its
 // ServiceAccount, with args added to its command line, until the test ends; if the test failed, the last lines of
-// every process are logged. On an existing cluster the installed operator is used.
-func startFluxdeployer(t *testing.T, config map[string]string, args ...string) {
+// every process are logged. On an existing cluster the installed operator is used. It returns a function that
+// stops the operator earlier, nil on an existing cluster.
+func startFluxdeployer(t *testing.T, config map[string]string, args ...string) (stop func()) {
 	t.Helper()
 	ctx := context.Background()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace(), Name: "flux-deployer-configuration"}}
@@ -110,7 +111,7 @@ func startFluxdeployer(t *testing.T, config map[string]string, args ...string) {
 		}
 	}
 	if cluster == nil {
-		return // the installed operator follows its ConfigMap (a change requeues every ArtifactDeployment)
+		return nil // the installed operator follows its ConfigMap (a change requeues every ArtifactDeployment)
 	}
 	bin, err := fluxdeployerBinary()
 	if err != nil {
@@ -121,6 +122,9 @@ func startFluxdeployer(t *testing.T, config map[string]string, args ...string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// The namespaces go first, while the operator runs: their VectorDeployments and ArtifactDeployments wait
+		// for its teardown finalizers.
+		deleteNamespaces(t)
 		p.Stop()
 		// The operator runs with config/rbac's rights only: anything it was refused is a missing permission,
 		// whether or not the test's outcome depended on it.
@@ -133,33 +137,51 @@ func startFluxdeployer(t *testing.T, config map[string]string, args ...string) {
 			}
 		}
 	})
+	return p.Stop
 }
 
+// testNamespaces holds the namespaces each running test created (*testing.T → *[]string).
+var testNamespaces sync.Map
+
 // newNamespace creates a namespace for the test and deletes it when the test ends, waiting (bounded) until
-// the namespace controller and Flux's finalizers have removed what is in it, so one test's releases and
-// Kustomizations do not linger into the next.
+// the namespace controller, the operator's and Flux's finalizers have removed what is in it, so one test's releases
+// and Kustomizations do not linger into the next. A test's operator deletes its namespaces before it stops.
 func newNamespace(t *testing.T, prefix string) string {
 	t.Helper()
-	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	if err := env.Client.Create(ctx, ns); err != nil {
+	if err := env.Client.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := env.Client.Delete(ctx, ns); err != nil {
-			t.Errorf("deleting namespace %s: %v", ns.Name, err)
-			return
-		}
-		deadline := time.Now().Add(2 * time.Minute)
-		for time.Now().Before(deadline) {
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ns), ns); apierrors.IsNotFound(err) {
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		t.Logf("namespace %s still terminating after 2m: %+v", ns.Name, ns.Status.Conditions)
-	})
+	names, _ := testNamespaces.LoadOrStore(t, &[]string{})
+	*names.(*[]string) = append(*names.(*[]string), ns.Name)
+	t.Cleanup(func() { deleteNamespaces(t) })
 	return ns.Name
+}
+
+// deleteNamespaces deletes the namespaces the test created and waits for each to be gone (at most 2 minutes).
+func deleteNamespaces(t *testing.T) {
+	names, ok := testNamespaces.LoadAndDelete(t)
+	if !ok {
+		return
+	}
+	ctx := context.Background()
+	for _, name := range *names.(*[]string) {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := env.Client.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting namespace %s: %v", name, err)
+			continue
+		}
+		gone := false
+		for deadline := time.Now().Add(2 * time.Minute); !gone && time.Now().Before(deadline); {
+			gone = apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(ns), ns))
+			if !gone {
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+		if !gone {
+			t.Logf("namespace %s still terminating after 2m: %+v", name, ns.Status.Conditions)
+		}
+	}
 }
 
 func createVectorDeployment(t testing.TB, namespace, name, vector string) *konfidencev1.VectorDeployment {

@@ -9,8 +9,9 @@ const (
 	MultipleKustomizeResourcesReason = "MultipleKustomizeResources"
 	// NoDeployableResourceReason: the component has no resource of the type the manifest deploys.
 	NoDeployableResourceReason = "NoDeployableResource"
-	// InvalidNameReason: the ArtifactDeployment's name cannot name a Helm release (a DNS-1123 label of at most 53
-	// characters); the deployer never renames.
+	// InvalidNameReason: the ArtifactDeployment's name cannot name its Flux objects (a DNS-1123 label) or, for
+	// Helm, its release (at most 53 characters, unless a taken-over HelmRelease names it); the deployer never
+	// renames.
 	InvalidNameReason = "InvalidName"
 	// UnsupportedAccessTypeReason: the resource's access type is neither an OCI nor a Helm access.
 	UnsupportedAccessTypeReason = "UnsupportedAccessType"

@@ -39,6 +39,7 @@ const (
 	retriesKey                    = "retries"
 	driftDetectionKey             = "driftDetection"
 	helmSourceKey                 = "helmSource"
+	teardownTimeoutKey            = "teardownTimeout"
 )
 
 // config is the Flux deployer's configuration, read from its ConfigMap on every reconcile.
@@ -57,6 +58,8 @@ type config struct {
 	retries                    int
 	driftDetection             helmv2.DriftDetectionMode
 	helmSource                 string
+	// teardownTimeout bounds how long a deleted ArtifactDeployment waits for its Flux objects to be gone.
+	teardownTimeout time.Duration
 }
 
 func defaultConfig() config {
@@ -68,6 +71,7 @@ func defaultConfig() config {
 		retries:                    3,
 		driftDetection:             helmv2.DriftDetectionEnabled,
 		helmSource:                 HelmSourceHelmRepository,
+		teardownTimeout:            10 * time.Minute,
 	}
 }
 
@@ -113,6 +117,7 @@ func parseConfig(data map[string]string) (config, error) {
 	field(deploymentTargetSecretNameKey, func(v string) error { c.deploymentTargetSecretName = v; return nil })
 	field(intervalKey, func(v string) (err error) { c.interval, err = positiveDuration(v); return err })
 	field(timeoutKey, func(v string) (err error) { c.timeout, err = positiveDuration(v); return err })
+	field(teardownTimeoutKey, func(v string) (err error) { c.teardownTimeout, err = positiveDuration(v); return err })
 	field(targetNamespaceKey, func(v string) error { c.targetNamespace = v; return nil })
 	field(waitKey, func(v string) (err error) { c.wait, err = strconv.ParseBool(v); return err })
 	field(retriesKey, func(v string) (err error) { c.retries, err = strconv.Atoi(v); return err })

@@ -46,7 +46,7 @@ var ownedConditions = []string{
 	konfidencev1.AppHealthyCondition, konfidencev1.DeploymentResultCreatedCondition,
 }
 
-// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmrepositories;ocirepositories,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmcharts,verbs=get;list;watch
@@ -66,10 +66,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	// Other deployers own other manifest types; deletion is garbage collection of the owned Flux objects.
-	if !handled(ad) || !ad.DeletionTimestamp.IsZero() {
+	// Other deployers own other manifest types.
+	if !handled(ad) {
 		r.metrics.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
+	}
+	if !ad.DeletionTimestamp.IsZero() {
+		r.metrics.Forget(req.NamespacedName)
+		return r.teardown(ctx, ad)
 	}
 	// As in Flux, nothing of a suspended ArtifactDeployment is written, not even its status; only its Flux objects
 	// are suspended with it, so that helm-controller and kustomize-controller stop too.
@@ -77,6 +81,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		ctrl.LoggerFrom(ctx).V(1).Info("reconciliation is suspended for this object")
 		r.metrics.Record(ctx, ad, start, true)
 		return ctrl.Result{}, r.passOn(ctx, ad)
+	}
+	// The finalizer is in place before any Flux object exists, so a deletion always waits for the teardown.
+	if err := r.addFinalizer(ctx, ad); err != nil {
+		return ctrl.Result{}, err
 	}
 	patcher := patch.NewSerialPatcher(ad, r.client)
 	before := conditions.Get(ad, meta.ReadyCondition)

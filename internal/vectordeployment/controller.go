@@ -44,7 +44,7 @@ type Reconciler struct {
 	hashLength int
 }
 
-// +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments/finalizers,verbs=update
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments,verbs=get;list;watch;create;patch;delete
@@ -62,13 +62,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if !vd.DeletionTimestamp.IsZero() {
 		r.forget(req.NamespacedName)
-		return ctrl.Result{}, nil // owner references hand the ArtifactDeployments to the garbage collector
+		return r.teardown(ctx, vd)
 	}
 	defer func() { r.Metrics.Record(ctx, vd, start, vd.Spec.Suspend) }()
 	// As in Flux, a suspended object is left exactly as it is: no registry read, no write, not even to status.
 	if vd.Spec.Suspend {
 		ctrl.LoggerFrom(ctx).V(1).Info("reconciliation is suspended for this object")
 		return ctrl.Result{}, nil
+	}
+	// Before any ArtifactDeployment exists, and before the status write's optimistic lock is taken.
+	if err := r.addFinalizer(ctx, vd); err != nil {
+		return ctrl.Result{}, err
 	}
 	original := vd.DeepCopy()
 	if requested, ok := reconcileRequest(vd); ok {

@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
+)
+
+// TestDeleteWaitsForTheWorkloads: deleting a VectorDeployment returns (the object is gone, what `kubectl delete
+// --wait` waits for) only once helm-controller has uninstalled the releases and kustomize-controller has pruned
+// the bundles of the ArtifactDeployments it alone owned; a reusable ArtifactDeployment shared with another
+// VectorDeployment stays, owned by that one only. The second VectorDeployment is deleted while the operator is
+// down: it waits, and its teardown completes once the operator is back. The finalizers decide all of it, not the
+// garbage collector (this replaces the test that deletion is garbage collection by owner references).
+func TestDeleteWaitsForTheWorkloads(t *testing.T) {
+	ctx := context.Background()
+	reg := newRegistry(t)
+	shared := helmArtifact(t, reg, "acme.org/artifacts/frontend", "1.0.0", true, ocmtest.WebChart("frontend", "1.0.0"))
+	private := helmArtifact(t, reg, "acme.org/artifacts/database", "16.4.0", false, ocmtest.WebChart("database", "16.4.0"))
+	bundle, err := ocmtest.PushKustomizeBundle(ctx, reg.Host, "bundles/config", "0.4.0", ocmtest.ConfigBundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := ocmtest.Artifact("acme.org/artifacts/config", "0.4.0", "cloud.konfidence.flux.kustomize", false)
+	config.Resources[1] = ocmtest.BundleResource("0.4.0", bundle)
+	reg.Push(t, "", shared, private, config, ocmtest.Vector("acme.org/vectors/shop", "1.0.0", shared, private, config))
+
+	ns := newNamespace(t, "teardown")
+	stop := startFluxdeployer(t, nil)
+	vds := map[string]*konfidencev1.VectorDeployment{}
+	for _, name := range []string{"a", "b"} {
+		vds[name] = createVectorDeployment(t, ns, name, reg.Ref("", "acme.org/vectors/shop", "1.0.0"))
+	}
+	for _, vd := range vds {
+		waitReady(t, 3*time.Minute, vd)
+	}
+	sharedName := adName(t, shared, nil)
+	own := func(vd string) (release, configMap string) {
+		_, hash, err := naming.ArtifactDeploymentName(config.Name, config.Version, string(vds[vd].UID), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return adName(t, private, vds[vd]), "app-config-0-4-0-" + hash
+	}
+	releaseA, configA := own("a")
+	releaseB, configB := own("b")
+	if got := releases(t, ns); fmt.Sprint(got) != fmt.Sprint(map[string][]string{sharedName: {"1"}, releaseA: {"1"}, releaseB: {"1"}}) {
+		t.Fatalf("Helm releases: %v", got)
+	}
+	for _, cm := range []string{configA, configB} {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cm}, &corev1.ConfigMap{}); err != nil {
+			t.Fatalf("ConfigMap %s of the bundle: %v", cm, err)
+		}
+	}
+
+	took := deleteAndWait(t, vds["a"])
+	t.Logf("deleting VectorDeployment a returned after %s", took.Round(100*time.Millisecond))
+	// Checked once, right when the delete returned: no waiting for stragglers.
+	assertWorkloadsGone(t, ns, []string{releaseA}, []string{configA})
+	if got := releases(t, ns); fmt.Sprint(got) != fmt.Sprint(map[string][]string{sharedName: {"1"}, releaseB: {"1"}}) {
+		t.Errorf("after deleting a: Helm releases %v, want %s and %s untouched", got, sharedName, releaseB)
+	}
+	ad := &konfidencev1.ArtifactDeployment{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sharedName}, ad); err != nil || len(ad.OwnerReferences) != 1 || ad.OwnerReferences[0].Name != "b" {
+		t.Errorf("the shared ArtifactDeployment must stay, owned by b alone: %v, owners %+v", err, ad.OwnerReferences)
+	}
+
+	if stop == nil {
+		t.Log("on an existing cluster the installed operator cannot be stopped: the operator-down case is not run")
+		return
+	}
+	stop()
+	if err := env.Client.Delete(ctx, vds["b"], client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	// With the operator down, nothing is torn down and the VectorDeployment waits; the garbage collector runs.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vds["b"]), &konfidencev1.VectorDeployment{}); err != nil {
+			t.Fatalf("VectorDeployment b went while the operator was down: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if got := releases(t, ns); len(got[releaseB]) != 1 || len(got[sharedName]) != 1 {
+		t.Fatalf("releases changed while the operator was down: %v", got)
+	}
+	startFluxdeployer(t, nil)
+	took = waitGone(t, vds["b"])
+	t.Logf("VectorDeployment b, deleted while the operator was down, went %s after the operator was back", took.Round(100*time.Millisecond))
+	assertWorkloadsGone(t, ns, []string{releaseB, sharedName}, []string{configB})
+	if got := releases(t, ns); len(got) != 0 {
+		t.Errorf("Helm releases left: %v", got)
+	}
+}
+
+// deleteAndWait deletes obj as kubectl delete does (background propagation) and waits until it is gone, as
+// kubectl delete --wait does; it returns how long that took.
+func deleteAndWait(t *testing.T, obj client.Object) time.Duration {
+	t.Helper()
+	if err := env.Client.Delete(context.Background(), obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	return waitGone(t, obj)
+}
+
+func waitGone(t *testing.T, obj client.Object) time.Duration {
+	t.Helper()
+	start := time.Now()
+	testenv.Eventually(t, 3*time.Minute, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s still there (%v)", obj.GetName(), err)
+		}
+		return nil
+	})
+	return time.Since(start)
+}
+
+// assertWorkloadsGone checks that the releases, their ArtifactDeployments, Flux objects and rendered objects, and
+// the bundles' ConfigMaps are gone.
+func assertWorkloadsGone(t *testing.T, namespace string, releaseNames, bundleConfigMaps []string) {
+	t.Helper()
+	stored := releases(t, namespace)
+	for _, name := range releaseNames {
+		if r := stored[name]; len(r) > 0 {
+			t.Errorf("release %s still stored: %v", name, r)
+		}
+		for _, obj := range []client.Object{&konfidencev1.ArtifactDeployment{}, &helmv2.HelmRelease{}, &sourcev1.HelmRepository{}, &corev1.Service{}} {
+			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, obj); !apierrors.IsNotFound(err) {
+				t.Errorf("%T %s still there (%v)", obj, name, err)
+			}
+		}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name + "-config"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+			t.Errorf("ConfigMap %s-config still there (%v)", name, err)
+		}
+	}
+	for _, name := range bundleConfigMaps {
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+			t.Errorf("ConfigMap %s of a pruned bundle still there (%v)", name, err)
+		}
+	}
+	ks := &kustomizev1.KustomizationList{}
+	if err := env.Client.List(context.Background(), ks, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range ks.Items {
+		if slices.ContainsFunc(bundleConfigMaps, func(cm string) bool { return "app-config"+k.Spec.NameSuffix == cm }) {
+			t.Errorf("Kustomization %s still there", k.Name)
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package vectordeployment
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// addFinalizer puts the teardown finalizer on vd, with an optimistic lock so no other finalizer is dropped.
+func (r *Reconciler) addFinalizer(ctx context.Context, vd *konfidencev1.VectorDeployment) error {
+	if controllerutil.ContainsFinalizer(vd, konfidencev1.TeardownFinalizer) {
+		return nil
+	}
+	before := vd.DeepCopy()
+	controllerutil.AddFinalizer(vd, konfidencev1.TeardownFinalizer)
+	if err := r.Patch(ctx, vd, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("adding finalizer %s: %w", konfidencev1.TeardownFinalizer, err)
+	}
+	return nil
+}
+
+// teardown runs the finalizer of a deleted VectorDeployment, so that `kubectl delete --wait` returns when its
+// workloads are gone: it deletes the ArtifactDeployments it alone owns and keeps the VectorDeployment until they
+// are gone (each waits for its Flux objects, bounded); from a shared one still owned by another VectorDeployment
+// it only removes its owner reference, and that one stays.
+func (r *Reconciler) teardown(ctx context.Context, vd *konfidencev1.VectorDeployment) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(vd, konfidencev1.TeardownFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	list := &konfidencev1.ArtifactDeploymentList{}
+	if err := r.List(ctx, list, client.InNamespace(vd.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing ArtifactDeployments: %w", err)
+	}
+	var waiting []string
+	for i := range list.Items {
+		ad := &list.Items[i]
+		if !isOwnedBy(ad, vd) {
+			continue
+		}
+		shared, err := r.ownedByAnother(ctx, ad, vd)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if shared {
+			if err := r.disown(ctx, ad, vd); err != nil {
+				return ctrl.Result{}, err
+			}
+			continue
+		}
+		if ad.DeletionTimestamp.IsZero() {
+			if err := r.Delete(ctx, ad); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("deleting ArtifactDeployment %s: %w", ad.Name, err)
+			}
+		}
+		waiting = append(waiting, ad.Name)
+	}
+	if len(waiting) > 0 && vd.Annotations[konfidencev1.SkipTeardownWaitAnnotation] != "true" {
+		return ctrl.Result{RequeueAfter: r.RequeueDependency}, r.reportTeardown(ctx, vd, waiting)
+	}
+	before := vd.DeepCopy()
+	controllerutil.RemoveFinalizer(vd, konfidencev1.TeardownFinalizer)
+	if err := r.Patch(ctx, vd, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("removing finalizer %s: %w", konfidencev1.TeardownFinalizer, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// ownedByAnother tells whether a VectorDeployment other than vd owns ad and is not being deleted itself: only
+// then does ad outlive vd. Two owners deleted together both wait for it.
+func (r *Reconciler) ownedByAnother(ctx context.Context, ad *konfidencev1.ArtifactDeployment, vd *konfidencev1.VectorDeployment) (bool, error) {
+	for _, ref := range ad.OwnerReferences {
+		if ref.UID == vd.UID || ref.Kind != "VectorDeployment" || ref.APIVersion != konfidencev1.GroupVersion.String() {
+			continue
+		}
+		other := &konfidencev1.VectorDeployment{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: vd.Namespace, Name: ref.Name}, other)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return false, fmt.Errorf("reading VectorDeployment %s, an owner of %s: %w", ref.Name, ad.Name, err)
+		case other.UID == ref.UID && other.DeletionTimestamp.IsZero():
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// disown removes vd's owner reference from a shared ArtifactDeployment, with an optimistic lock so that another
+// VectorDeployment's concurrent adoption or disowning is not lost.
+func (r *Reconciler) disown(ctx context.Context, ad *konfidencev1.ArtifactDeployment, vd *konfidencev1.VectorDeployment) error {
+	before := ad.DeepCopy()
+	ad.OwnerReferences = slices.DeleteFunc(ad.OwnerReferences, func(ref metav1.OwnerReference) bool { return ref.UID == vd.UID })
+	if err := r.Patch(ctx, ad, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("removing VectorDeployment %s from the owners of %s: %w", vd.Name, ad.Name, err)
+	}
+	return nil
+}
+
+// reportTeardown records what the deletion waits for, once per change.
+func (r *Reconciler) reportTeardown(ctx context.Context, vd *konfidencev1.VectorDeployment, waiting []string) error {
+	original := vd.DeepCopy()
+	msg := fmt.Sprintf("waiting for ArtifactDeployments %s to be torn down", strings.Join(sorted(waiting), ", "))
+	if c := conditions.Get(vd, konfidencev1.ReadyCondition); c == nil || c.Reason != konfidencev1.TearingDownReason || c.Message != msg {
+		r.event(vd, corev1.EventTypeNormal, konfidencev1.TearingDownReason, "%s", msg)
+	}
+	conditions.MarkFalse(vd, konfidencev1.ReadyCondition, konfidencev1.TearingDownReason, "%s", msg)
+	conditions.MarkReconciling(vd, meta.ProgressingReason, "%s", msg)
+	return client.IgnoreNotFound(r.writeStatus(ctx, original, vd))
+}

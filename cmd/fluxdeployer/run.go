@@ -132,6 +132,10 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	watchNamespace, err := o.watchNamespace()
+	if err != nil {
+		return nil, err
+	}
 	cacheOptions, err := o.cacheOptions()
 	if err != nil {
 		return nil, err
@@ -169,6 +173,7 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 	}
 	shared := o.shared
 	shared.Metrics = reconcileMetrics()
+	shared.WatchNamespace = watchNamespace
 	for _, name := range o.controllers {
 		if err := controllerSetups[name].SetupWithManager(mgr, shared); err != nil {
 			return nil, fmt.Errorf("setting up controller %s: %w", name, err)
@@ -180,6 +185,19 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 // reconcileMetrics registers Flux's reconcile metrics once per process, however many managers it builds.
 var reconcileMetrics = sync.OnceValue(metrics.MustMakeRecorder)
 
+// watchNamespace is the one namespace to watch with --watch-all-namespaces=false, the runtime namespace as for
+// Flux's controllers; empty for all.
+func (o runOptions) watchNamespace() (string, error) {
+	if o.watch.AllNamespaces {
+		return "", nil
+	}
+	namespace := os.Getenv("RUNTIME_NAMESPACE")
+	if namespace == "" {
+		return "", fmt.Errorf("--watch-all-namespaces=false needs RUNTIME_NAMESPACE, the namespace to watch")
+	}
+	return namespace, nil
+}
+
 // cacheOptions narrow what the manager watches as --watch-all-namespaces and --watch-label-selector ask. The
 // label selector applies to VectorDeployments only: the ArtifactDeployments they create do not carry their
 // labels, and are followed through their owner.
@@ -188,13 +206,13 @@ func (o runOptions) cacheOptions() (cache.Options, error) {
 	if err != nil {
 		return cache.Options{}, fmt.Errorf("parsing --watch-label-selector: %w", err)
 	}
+	watchNamespace, err := o.watchNamespace()
+	if err != nil {
+		return cache.Options{}, err
+	}
 	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{&konfidencev1.VectorDeployment{}: {Label: selector}}}
-	if !o.watch.AllNamespaces {
-		namespace := os.Getenv("RUNTIME_NAMESPACE")
-		if namespace == "" {
-			return cache.Options{}, fmt.Errorf("--watch-all-namespaces=false needs RUNTIME_NAMESPACE, the namespace to watch")
-		}
-		opts.DefaultNamespaces = map[string]cache.Config{namespace: {}}
+	if watchNamespace != "" {
+		opts.DefaultNamespaces = map[string]cache.Config{watchNamespace: {}}
 	}
 	return opts, nil
 }

@@ -26,6 +26,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -36,12 +37,15 @@ import (
 type runOptions struct {
 	metricsAddr, healthAddr string
 	controllers             []string
-	leaderElection          leaderelection.Options
-	logging                 logger.Options
-	kubeAPI                 fluxclient.Options
-	watch                   fluxcontroller.WatchOptions
-	featureGates            features.FeatureGates
-	shared                  operating.Options
+	// reuseControllerNames lets tests build several managers in one process: controller-runtime refuses a
+	// controller name twice per process, since both would report the same metrics.
+	reuseControllerNames bool
+	leaderElection       leaderelection.Options
+	logging              logger.Options
+	kubeAPI              fluxclient.Options
+	watch                fluxcontroller.WatchOptions
+	featureGates         features.FeatureGates
+	shared               operating.Options
 }
 
 func newRunCommand() *cobra.Command {
@@ -101,11 +105,11 @@ func knownControllers() []string {
 	return names
 }
 
-// The manager itself needs events for every reconciler, and for leader election a Lease in its own namespace
-// (a Role there, not cluster-wide rights; client-go's LeaseLock gets, creates and updates it).
+// The manager itself needs events for every reconciler (core/v1 Events: client-go's recorder creates them and
+// patches the count of a repeated one), and for leader election a Lease in its own namespace (a Role there, not
+// cluster-wide rights; client-go's LeaseLock gets, creates and updates it).
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update,namespace=fluxdeployer-system
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // newScheme knows Kubernetes' kinds, the project's, and the Flux objects the Flux deployer writes and watches.
 func newScheme() (*runtime.Scheme, error) {
@@ -155,6 +159,7 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 		RenewDeadline:                 &o.leaderElection.RenewDeadline,
 		RetryPeriod:                   &o.leaderElection.RetryPeriod,
 		Logger:                        ctrl.Log,
+		Controller:                    config.Controller{SkipNameValidation: &o.reuseControllerNames},
 	})
 	if err != nil {
 		return nil, err

@@ -70,20 +70,21 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 	return err
 }
 
-// What the Flux deployer reads and writes; docs/security.md gives the reason for each rule. Secrets are only
-// got by name (no list or watch: that would be every Secret of the cluster), ConfigMaps only in the operator's
-// namespace, and create, patch and delete on the Flux objects because server-side apply creates them and
-// setting their owner reference needs delete (OwnerReferencesPermissionEnforcement).
+// What the Flux deployer reads and writes; docs/security.md gives the reason for each rule. Watched kinds are
+// read from the cache only (no get), Secrets only got by name (a list or watch would be every Secret of the
+// cluster), ConfigMaps only in the operator's namespace. Flux objects are written by server-side apply and merge
+// patches only; apply creates them, and setting their owner reference needs delete on them
+// (OwnerReferencesPermissionEnforcement).
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments,verbs=get;list;watch
-// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments/status,verbs=patch
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments/finalizers,verbs=update
-// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmrepositories;ocirepositories,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmcharts,verbs=get;list;watch
-// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmrepositories;ocirepositories,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmcharts,verbs=list;watch
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch,namespace=fluxdeployer-system
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=list;watch,namespace=fluxdeployer-system
 
 func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler, error) {
 	narrow, err := o.narrowCache(mgr, shared.WatchNamespace)

@@ -18,12 +18,25 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/spec"
 )
 
-// Defaults for Options fields left zero.
+// Defaults for Options fields left zero. The size limits are what real component versions need with room to
+// spare, and no more, because decoding amplifies: a JSON array of empty objects costs some 120 times its bytes in
+// heap, YAML as much (docs/security.md has the measurements and BenchmarkWorstAcceptedDescriptor reproduces them).
 const (
-	DefaultMaxBlobSize = 4 << 20
-	DefaultTimeout     = time.Minute
-	DefaultConcurrency = 4
-	DefaultCacheSize   = 512
+	// DefaultMaxManifestSize caps OCI manifests, indexes and configs. A component version's manifest lists one
+	// layer per local blob, about 300 bytes each with OCM's annotation: 64 KiB holds some 200.
+	DefaultMaxManifestSize = 64 << 10
+	// DefaultMaxDescriptorSize caps the component descriptor layer. A resource or component reference takes 200 to
+	// 500 bytes: 256 KiB holds a vector of DefaultMaxReferences referencing artifacts, or an artifact of 500
+	// resources (an ArtifactDeployment holds at most 64).
+	DefaultMaxDescriptorSize = 256 << 10
+	// DefaultMaxBlobSize caps the local blobs read: Konfidence's artifact and task manifests, a few hundred bytes.
+	DefaultMaxBlobSize = 64 << 10
+	// DefaultMaxReferences caps the component references of a vector: each becomes an artifact to read and an
+	// ArtifactDeployment.
+	DefaultMaxReferences = 512
+	DefaultTimeout       = time.Minute
+	DefaultConcurrency   = 4
+	DefaultCacheSize     = 512
 )
 
 // Options configure a Client. The zero value is usable.
@@ -35,15 +48,39 @@ type Options struct {
 	CredentialStore credentials.Store
 	// RootCAs verifies registry certificates; nil means the system pool.
 	RootCAs *x509.CertPool
-	// MaxBlobSize caps every manifest, config, descriptor and manifest blob read, so a hostile registry cannot
-	// exhaust memory.
-	MaxBlobSize int64
+	// MaxManifestSize, MaxDescriptorSize and MaxBlobSize cap what is read of manifests (indexes, configs),
+	// descriptor layers and local blobs, so that a hostile registry cannot exhaust memory; see the defaults.
+	MaxManifestSize   int64
+	MaxDescriptorSize int64
+	MaxBlobSize       int64
+	// MaxReferences caps the component references of a vector.
+	MaxReferences int
 	// Timeout bounds one ResolveVector call, on top of the caller's context.
 	Timeout time.Duration
 	// Concurrency bounds how many artifacts of a vector are resolved at once.
 	Concurrency int
 	// CacheSize bounds the number of cached vectors and, separately, artifacts. Negative disables caching.
 	CacheSize int
+}
+
+// withDefaults fills the fields left zero.
+func (o Options) withDefaults() Options {
+	setDefault(&o.MaxManifestSize, DefaultMaxManifestSize)
+	setDefault(&o.MaxDescriptorSize, DefaultMaxDescriptorSize)
+	setDefault(&o.MaxBlobSize, DefaultMaxBlobSize)
+	setDefault(&o.MaxReferences, DefaultMaxReferences)
+	setDefault(&o.Timeout, DefaultTimeout)
+	setDefault(&o.Concurrency, DefaultConcurrency)
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	return o
+}
+
+func setDefault[T int | int64 | time.Duration](field *T, value T) {
+	if *field <= 0 {
+		*field = value
+	}
 }
 
 // Client reads vectors and artifacts from OCI registries and CTF directories. It is safe for concurrent use;
@@ -57,18 +94,7 @@ type Client struct {
 
 // NewClient returns a Client.
 func NewClient(opts Options) *Client {
-	if opts.MaxBlobSize <= 0 {
-		opts.MaxBlobSize = DefaultMaxBlobSize
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = DefaultConcurrency
-	}
-	if opts.CacheSize == 0 {
-		opts.CacheSize = DefaultCacheSize
-	}
+	opts = opts.withDefaults()
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12}
 	return &Client{

@@ -31,6 +31,8 @@ const (
 	ReasonManifestMissing      Reason = "ArtifactManifestMissing"
 	ReasonManifestDuplicated   Reason = "ArtifactManifestDuplicated"
 	ReasonManifestInvalid      Reason = "ArtifactManifestInvalid"
+	// ReasonTooManyReferences: a vector references more components than Options.MaxReferences.
+	ReasonTooManyReferences Reason = "TooManyReferences"
 )
 
 // Error is the only error type this package returns. Match a class with errors.Is against the Err* values, or
@@ -77,6 +79,7 @@ var (
 	ErrManifestMissing      = &Error{Reason: ReasonManifestMissing}
 	ErrManifestDuplicated   = &Error{Reason: ReasonManifestDuplicated}
 	ErrManifestInvalid      = &Error{Reason: ReasonManifestInvalid}
+	ErrTooManyReferences    = &Error{Reason: ReasonTooManyReferences}
 )
 
 // ReasonOf returns the Reason of the first *Error in err's chain, or "" if there is none.
@@ -94,7 +97,7 @@ func ReasonOf(err error) Reason {
 func IsPermanent(err error) bool {
 	switch ReasonOf(err) {
 	case ReasonReferenceInvalid, ReasonUnsupportedMediaType, ReasonDescriptorInvalid,
-		ReasonManifestMissing, ReasonManifestDuplicated, ReasonManifestInvalid:
+		ReasonManifestMissing, ReasonManifestDuplicated, ReasonManifestInvalid, ReasonTooManyReferences:
 		return true
 	}
 	return false
@@ -129,6 +132,8 @@ func classify(ref string, err error) error {
 		reason = ReasonUnauthorized
 	case errors.Is(err, errdef.ErrNotFound):
 		reason = ReasonNotFound
+	case errors.Is(err, errdef.ErrSizeExceedsLimit): // oras' own cap on manifests, above ours
+		reason = ReasonBlobTooLarge
 	case errors.As(err, &resp):
 		switch resp.StatusCode {
 		case http.StatusUnauthorized, http.StatusForbidden:

@@ -106,6 +106,9 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 		return nil, err
 	}
 	refs := cv.descriptor.Component.References
+	if len(refs) > c.opts.MaxReferences {
+		return nil, newError(ReasonTooManyReferences, r.String(), "the vector references %d components, at most %d are read", len(refs), c.opts.MaxReferences)
+	}
 	v := &Vector{
 		Component:  cv.descriptor.Component.Name,
 		Version:    cv.descriptor.Component.Version,

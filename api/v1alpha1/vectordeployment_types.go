@@ -16,6 +16,12 @@ type VectorDeploymentSpec struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Vector string `json:"vector"`
 
+	// SecretRef names a kubernetes.io/dockerconfigjson Secret in this namespace holding the credentials the
+	// vector and its artifacts are read with. It is read at every reconcile, so a rotated Secret takes effect at
+	// the next one. Credentials are sent over TLS only, unless the operator allows a host in clear.
+	// +optional
+	SecretRef *meta.LocalObjectReference `json:"secretRef,omitempty"`
+
 	// Suspend stops the reconciler of this VectorDeployment: no registry reads, no writes. Its
 	// ArtifactDeployments, and Flux behind them, keep running; suspend those to freeze the deployments.
 	// +optional

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	klru "k8s.io/utils/lru"
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
@@ -46,6 +47,9 @@ type Options struct {
 	// CredentialStore is a Docker credential store, e.g. oras' credentials.NewStore of a config.json, which also
 	// asks the credential helpers the file names (credsStore, credHelpers). For the CLI: the operator reads Secrets.
 	CredentialStore credentials.Store
+	// InsecureCredentialHosts are the registry hosts (host[:port]) credentials may be sent to over plain HTTP. To
+	// any other host an http:// reference is read anonymously.
+	InsecureCredentialHosts []string
 	// RootCAs verifies registry certificates; nil means the system pool.
 	RootCAs *x509.CertPool
 	// MaxManifestSize, MaxDescriptorSize and MaxBlobSize cap what is read of manifests (indexes, configs),
@@ -86,8 +90,11 @@ func setDefault[T int | int64 | time.Duration](field *T, value T) {
 // Client reads vectors and artifacts from OCI registries and CTF directories. It is safe for concurrent use;
 // share one per process so its cache and registry tokens are shared.
 type Client struct {
-	opts      Options
-	http      *auth.Client
+	opts Options
+	http *http.Client
+	// tokens holds one oras token cache per credential (by access.id), so that a token obtained with one
+	// tenant's credentials is never presented for another's reads.
+	tokens    *klru.Cache
 	vectors   *lru[*Vector]
 	artifacts *lru[*Artifact]
 }
@@ -98,12 +105,9 @@ func NewClient(opts Options) *Client {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12}
 	return &Client{
-		opts: opts,
-		http: &auth.Client{
-			Client:     &http.Client{Transport: retry.NewTransport(countingTransport{next: transport})},
-			Cache:      auth.NewCache(),
-			Credential: opts.credential,
-		},
+		opts:      opts,
+		http:      &http.Client{Transport: retry.NewTransport(countingTransport{next: transport})},
+		tokens:    klru.New(DefaultCacheSize),
 		vectors:   newLRU[*Vector]("vector", opts.CacheSize),
 		artifacts: newLRU[*Artifact]("artifact", opts.CacheSize),
 	}
@@ -116,7 +120,7 @@ type store interface {
 	Fetch(ctx context.Context, target ocispec.Descriptor) (io.ReadCloser, error)
 }
 
-func (c *Client) store(r Ref) (store, error) {
+func (c *Client) store(r Ref, a access) (store, error) {
 	if r.IsCTF() {
 		return newCTFStore(r)
 	}
@@ -124,5 +128,16 @@ func (c *Client) store(r Ref) (store, error) {
 	if err := ref.ValidateRepository(); err != nil {
 		return nil, &Error{Reason: ReasonReferenceInvalid, Ref: r.String(), Err: err}
 	}
-	return &remote.Repository{Client: c.http, Reference: ref, PlainHTTP: r.PlainHTTP()}, nil
+	client := &auth.Client{Client: c.http, Cache: c.tokenCache(a.id), Credential: auth.StaticCredential(a.host, a.cred)}
+	return &remote.Repository{Client: client, Reference: ref, PlainHTTP: r.PlainHTTP()}, nil
+}
+
+// tokenCache returns the token cache of one credential.
+func (c *Client) tokenCache(id string) auth.Cache {
+	if cache, ok := c.tokens.Get(id); ok {
+		return cache.(auth.Cache)
+	}
+	cache := auth.NewCache()
+	c.tokens.Add(id, cache)
+	return cache
 }

@@ -33,6 +33,9 @@ const (
 	ReasonManifestInvalid      Reason = "ArtifactManifestInvalid"
 	// ReasonTooManyReferences: a vector references more components than Options.MaxReferences.
 	ReasonTooManyReferences Reason = "TooManyReferences"
+	// ReasonCredentialsRequireTLS: the registry wants credentials, and the reference asks for plain HTTP to a host
+	// the operator does not allow credentials in clear for.
+	ReasonCredentialsRequireTLS Reason = "CredentialsRequireTLS"
 )
 
 // Error is the only error type this package returns. Match a class with errors.Is against the Err* values, or
@@ -67,19 +70,20 @@ func (e *Error) Is(target error) bool {
 
 // Sentinels for errors.Is, one per Reason.
 var (
-	ErrReferenceInvalid     = &Error{Reason: ReasonReferenceInvalid}
-	ErrNotFound             = &Error{Reason: ReasonNotFound}
-	ErrUnauthorized         = &Error{Reason: ReasonUnauthorized}
-	ErrTLS                  = &Error{Reason: ReasonTLS}
-	ErrUnavailable          = &Error{Reason: ReasonUnavailable}
-	ErrUnsupportedMediaType = &Error{Reason: ReasonUnsupportedMediaType}
-	ErrDescriptorInvalid    = &Error{Reason: ReasonDescriptorInvalid}
-	ErrDigestMismatch       = &Error{Reason: ReasonDigestMismatch}
-	ErrBlobTooLarge         = &Error{Reason: ReasonBlobTooLarge}
-	ErrManifestMissing      = &Error{Reason: ReasonManifestMissing}
-	ErrManifestDuplicated   = &Error{Reason: ReasonManifestDuplicated}
-	ErrManifestInvalid      = &Error{Reason: ReasonManifestInvalid}
-	ErrTooManyReferences    = &Error{Reason: ReasonTooManyReferences}
+	ErrReferenceInvalid      = &Error{Reason: ReasonReferenceInvalid}
+	ErrNotFound              = &Error{Reason: ReasonNotFound}
+	ErrUnauthorized          = &Error{Reason: ReasonUnauthorized}
+	ErrTLS                   = &Error{Reason: ReasonTLS}
+	ErrUnavailable           = &Error{Reason: ReasonUnavailable}
+	ErrUnsupportedMediaType  = &Error{Reason: ReasonUnsupportedMediaType}
+	ErrDescriptorInvalid     = &Error{Reason: ReasonDescriptorInvalid}
+	ErrDigestMismatch        = &Error{Reason: ReasonDigestMismatch}
+	ErrBlobTooLarge          = &Error{Reason: ReasonBlobTooLarge}
+	ErrManifestMissing       = &Error{Reason: ReasonManifestMissing}
+	ErrManifestDuplicated    = &Error{Reason: ReasonManifestDuplicated}
+	ErrManifestInvalid       = &Error{Reason: ReasonManifestInvalid}
+	ErrTooManyReferences     = &Error{Reason: ReasonTooManyReferences}
+	ErrCredentialsRequireTLS = &Error{Reason: ReasonCredentialsRequireTLS}
 )
 
 // ReasonOf returns the Reason of the first *Error in err's chain, or "" if there is none.

@@ -26,11 +26,11 @@ type componentVersion struct {
 
 // readComponentVersion implements OCM's read algorithm: resolve the tag to a manifest or index, find the
 // descriptor layer through the config, and decode it by its media type.
-func (c *Client) readComponentVersion(ctx context.Context, r Ref) (*componentVersion, error) {
+func (c *Client) readComponentVersion(ctx context.Context, r Ref, a access) (*componentVersion, error) {
 	if r.Version == "" {
 		return nil, newError(ReasonReferenceInvalid, r.String(), "no version")
 	}
-	s, err := c.store(r)
+	s, err := c.store(r, a)
 	if err != nil {
 		return nil, err
 	}

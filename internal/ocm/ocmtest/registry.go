@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,8 @@ type Registry struct {
 	requests  atomic.Int64
 	mu        sync.Mutex
 	tampered  map[string]bool // blob digests whose content is served corrupted
+	// authorizations are the Authorization headers received, in order, empty ones left out.
+	authorizations []string
 }
 
 // RegistryOption configures NewRegistry.
@@ -94,6 +97,7 @@ func (r *Registry) Close() { r.server.Close() }
 func (r *Registry) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.requests.Add(1)
+		r.recordAuthorization(req.Header.Get("Authorization"))
 		if r.username != "" {
 			if user, pass, ok := req.BasicAuth(); !ok || user != r.username || pass != r.password {
 				w.Header().Set("WWW-Authenticate", `Basic realm="ocmtest"`)
@@ -138,6 +142,23 @@ func (r *Registry) Tamper(digest string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.tampered[digest] = true
+}
+
+func (r *Registry) recordAuthorization(header string) {
+	if header == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.authorizations = append(r.authorizations, header)
+}
+
+// Authorizations returns the Authorization headers received so far, in order; requests without one are left out.
+// Whether they came over TLS is the registry's: a WithTLS registry receives nothing in clear.
+func (r *Registry) Authorizations() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.authorizations)
 }
 
 // Requests is the number of HTTP requests served so far, including rejected ones.

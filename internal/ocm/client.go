@@ -36,8 +36,12 @@ const (
 	// ArtifactDeployment.
 	DefaultMaxReferences = 512
 	DefaultTimeout       = time.Minute
-	DefaultConcurrency   = 4
-	DefaultCacheSize     = 512
+	// DefaultHostConcurrency is half the operator's default --concurrent (4).
+	DefaultHostConcurrency = 2
+	// DefaultHostWait is far above a healthy registry's read time, and far below DefaultTimeout.
+	DefaultHostWait    = 10 * time.Second
+	DefaultConcurrency = 4
+	DefaultCacheSize   = 512
 )
 
 // Options configure a Client. The zero value is usable.
@@ -59,6 +63,13 @@ type Options struct {
 	MaxBlobSize       int64
 	// MaxReferences caps the component references of a vector.
 	MaxReferences int
+	// AllowedHosts are the registry hosts (host[:port]) references may name; empty allows every host.
+	AllowedHosts []string
+	// HostConcurrency bounds the vectors read at once from one registry host, and HostWait how long a read waits
+	// for its turn before it fails as RegistryBusy: a registry that hangs then holds at most HostConcurrency of
+	// the caller's workers. Keep HostConcurrency below the number of workers.
+	HostConcurrency int
+	HostWait        time.Duration
 	// Timeout bounds one ResolveVector call, on top of the caller's context.
 	Timeout time.Duration
 	// Concurrency bounds how many artifacts of a vector are resolved at once.
@@ -74,6 +85,8 @@ func (o Options) withDefaults() Options {
 	setDefault(&o.MaxBlobSize, DefaultMaxBlobSize)
 	setDefault(&o.MaxReferences, DefaultMaxReferences)
 	setDefault(&o.Timeout, DefaultTimeout)
+	setDefault(&o.HostConcurrency, DefaultHostConcurrency)
+	setDefault(&o.HostWait, DefaultHostWait)
 	setDefault(&o.Concurrency, DefaultConcurrency)
 	if o.CacheSize == 0 {
 		o.CacheSize = DefaultCacheSize
@@ -95,6 +108,7 @@ type Client struct {
 	// tokens holds one oras token cache per credential (by access.id), so that a token obtained with one
 	// tenant's credentials is never presented for another's reads.
 	tokens    *klru.Cache
+	hosts     *hostLimiter
 	vectors   *lru[*Vector]
 	artifacts *lru[*Artifact]
 }
@@ -108,6 +122,7 @@ func NewClient(opts Options) *Client {
 		opts:      opts,
 		http:      &http.Client{Transport: retry.NewTransport(countingTransport{next: transport})},
 		tokens:    klru.New(DefaultCacheSize),
+		hosts:     newHostLimiter(opts.HostConcurrency, opts.HostWait),
 		vectors:   newLRU[*Vector]("vector", opts.CacheSize),
 		artifacts: newLRU[*Artifact]("artifact", opts.CacheSize),
 	}

@@ -36,6 +36,10 @@ const (
 	// ReasonCredentialsRequireTLS: the registry wants credentials, and the reference asks for plain HTTP to a host
 	// the operator does not allow credentials in clear for.
 	ReasonCredentialsRequireTLS Reason = "CredentialsRequireTLS"
+	// ReasonRegistryNotAllowed: the reference names a registry host outside Options.AllowedHosts.
+	ReasonRegistryNotAllowed Reason = "RegistryNotAllowed"
+	// ReasonRegistryBusy: the registry's reads in flight stayed at Options.HostConcurrency for Options.HostWait.
+	ReasonRegistryBusy Reason = "RegistryBusy"
 )
 
 // Error is the only error type this package returns. Match a class with errors.Is against the Err* values, or
@@ -84,6 +88,8 @@ var (
 	ErrManifestInvalid       = &Error{Reason: ReasonManifestInvalid}
 	ErrTooManyReferences     = &Error{Reason: ReasonTooManyReferences}
 	ErrCredentialsRequireTLS = &Error{Reason: ReasonCredentialsRequireTLS}
+	ErrRegistryNotAllowed    = &Error{Reason: ReasonRegistryNotAllowed}
+	ErrRegistryBusy          = &Error{Reason: ReasonRegistryBusy}
 )
 
 // ReasonOf returns the Reason of the first *Error in err's chain, or "" if there is none.
@@ -101,7 +107,8 @@ func ReasonOf(err error) Reason {
 func IsPermanent(err error) bool {
 	switch ReasonOf(err) {
 	case ReasonReferenceInvalid, ReasonUnsupportedMediaType, ReasonDescriptorInvalid,
-		ReasonManifestMissing, ReasonManifestDuplicated, ReasonManifestInvalid, ReasonTooManyReferences:
+		ReasonManifestMissing, ReasonManifestDuplicated, ReasonManifestInvalid, ReasonTooManyReferences,
+		ReasonRegistryNotAllowed:
 		return true
 	}
 	return false

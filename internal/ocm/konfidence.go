@@ -95,6 +95,9 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := c.allowed(r); err != nil {
+		return nil, err
+	}
 	a, err := c.access(ctx, r)
 	if err != nil {
 		return nil, err
@@ -105,6 +108,13 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
+	if !r.IsCTF() {
+		release, err := c.hosts.acquire(ctx, r.Host(), r.String())
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	cv, err := c.readComponentVersion(ctx, r, a)
 	if err != nil {
 		return nil, a.explain(err)

@@ -146,6 +146,8 @@ type Options struct {
 	registrySecrets            []string
 	registrySecretsHosts       []string
 	insecureRegistryCredsHosts []string
+	allowedRegistries          []string
+	registryHostConcurrency    int
 }
 
 // BindFlags registers the reconciler's flags.
@@ -158,6 +160,11 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 			"behalf; other hosts are read with the VectorDeployment's own spec.secretRef, or anonymously")
 	fs.StringSliceVar(&o.insecureRegistryCredsHosts, "insecure-registry-credentials-hosts", nil,
 		"registry hosts (host[:port]) credentials may be sent to over plain HTTP (http:// references); to others they are sent over TLS only")
+	fs.StringSliceVar(&o.allowedRegistries, "allowed-registries", nil,
+		"registry hosts (host[:port]) VectorDeployments may name; a reference to another host is refused (RegistryNotAllowed). Empty allows every host")
+	fs.IntVar(&o.registryHostConcurrency, "registry-host-concurrency", ocm.DefaultHostConcurrency,
+		"vectors read at once from one registry host; a further read waits up to 10s, then is retried (RegistryBusy). "+
+			"Keep it below --concurrent, so that a registry that never answers cannot hold every worker")
 }
 
 // SetupWithManager registers the reconciler with the manager.
@@ -171,9 +178,13 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 		return err
 	}
 	r := &Reconciler{
-		Client:            mgr.GetClient(),
-		APIReader:         mgr.GetAPIReader(),
-		Source:            ocmSource{resolver: ocm.NewClient(ocm.Options{InsecureCredentialHosts: o.insecureRegistryCredsHosts})},
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Source: ocmSource{resolver: ocm.NewClient(ocm.Options{
+			InsecureCredentialHosts: o.insecureRegistryCredsHosts,
+			AllowedHosts:            o.allowedRegistries,
+			HostConcurrency:         o.registryHostConcurrency,
+		})},
 		Credentials:       RegistryCredentials{Secrets: secrets, Hosts: o.registrySecretsHosts},
 		Recorder:          recorder,
 		Metrics:           shared.ReconcileMetrics(mgr, "VectorDeployment"),

@@ -102,14 +102,11 @@ func TestHangingRegistryDoesNotStarveOthers(t *testing.T) {
 
 	testenv.Eventually(t, 30*time.Second, func() error {
 		for _, s := range stuck {
-			if conditions.GetReason(getVD(t, s), konfidencev1.ReadyCondition) == string(ocm.ReasonRegistryBusy) {
+			if conditions.GetReason(getVD(t, s), konfidencev1.ReadyCondition) == string(ocm.ReasonRegistryBusy) &&
+				len(eventMessages(t, ns, s.Name, string(ocm.ReasonRegistryBusy))) > 0 {
 				return nil
 			}
 		}
-		return errors.New("no VectorDeployment of the hanging registry says RegistryBusy")
+		return errors.New("no VectorDeployment of the hanging registry says RegistryBusy, with an event")
 	})
-	if len(eventMessages(t, ns, "hang-a", string(ocm.ReasonRegistryBusy)))+len(eventMessages(t, ns, "hang-b", string(ocm.ReasonRegistryBusy)))+
-		len(eventMessages(t, ns, "hang-c", string(ocm.ReasonRegistryBusy))) == 0 {
-		t.Error("no RegistryBusy event")
-	}
 }

@@ -36,6 +36,19 @@ func TestVectorInspectCredentialHelper(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"acme.org/artifacts/backend"`) {
 		t.Errorf("with a credential helper: %v\n%s", err, out)
 	}
+	// Over plain HTTP the credentials go only to a host the flag names.
+	plain := ocmtest.NewRegistry(t, ocmtest.WithBasicAuth("robot", "helper-pw"))
+	plain.Push(t, "", fixtures()...)
+	plainRef := plain.Ref("", "acme.org/vectors/shop", "1.0.0")
+	if err := os.WriteFile(config, []byte(`{"credHelpers":{"`+plain.Host+`":"fluxdeployer-test"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCLI(t, "vector", "inspect", plainRef, "--docker-config", config); err == nil || !strings.HasPrefix(err.Error(), "CredentialsRequireTLS: ") {
+		t.Errorf("credentials over plain HTTP: error = %v, want CredentialsRequireTLS", err)
+	}
+	if _, err := runCLI(t, "vector", "inspect", plainRef, "--docker-config", config, "--insecure-registry-credentials-hosts", plain.Host); err != nil {
+		t.Errorf("credentials over plain HTTP to an allowed host: %v", err)
+	}
 	if _, err := runCLI(t, "vector", "inspect", ref, "--docker-config", filepath.Join(dir, "missing.json")); err == nil {
 		t.Error("a missing --docker-config file was accepted")
 	}

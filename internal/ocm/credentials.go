@@ -159,7 +159,7 @@ func (a access) explain(err error) error {
 		return err
 	}
 	return &Error{Reason: ReasonCredentialsRequireTLS, Ref: a.host, Err: fmt.Errorf(
-		"credentials for %s are not sent over plain HTTP: use an https reference, or have the operator allow the host (--insecure-registry-credentials-hosts): %w", a.host, err)}
+		"credentials for %s are not sent over plain HTTP: use an https reference, or allow the host with --insecure-registry-credentials-hosts: %w", a.host, err)}
 }
 
 // credentialID is a digest of the credential, for cache keys; it does not reveal the credential.

@@ -42,6 +42,7 @@ const (
 type Options struct {
 	ConfigName      string
 	ConfigNamespace string
+	Remote          RemoteOptions
 }
 
 // BindFlags registers the deployer's flags.
@@ -50,6 +51,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"name of the Flux deployer's ConfigMap")
 	fs.StringVar(&o.ConfigNamespace, "flux-deployer-config-namespace", operatorNamespace(),
 		"namespace of the Flux deployer's ConfigMap (default: the operator's namespace)")
+	o.Remote.BindFlags(fs)
 }
 
 // operatorNamespace is the namespace the operator runs in: RUNTIME_NAMESPACE as for Flux's controllers, else the
@@ -108,6 +110,7 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		recorder:      recorder,
 		metrics:       shared.ReconcileMetrics(mgr, "ArtifactDeployment"),
 		configKey:     types.NamespacedName{Namespace: o.ConfigNamespace, Name: o.ConfigName},
+		remote:        o.Remote,
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
@@ -151,14 +154,18 @@ func (r *Reconciler) serviceOwner(_ context.Context, svc *corev1.Service) []reco
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: namespace, Name: l[konfidencev1.ArtifactDeploymentLabel]}}}
 }
 
-// secretUsers requeues the ArtifactDeployments of a namespace when a Secret the configuration names appears or
-// goes away there: a pull Secret or the conventional kubeconfig Secret is referenced only while it exists.
+// secretUsers requeues the ArtifactDeployments of a namespace when a Secret the configuration names appears, goes
+// away or changes there: a pull Secret or the conventional kubeconfig Secret is referenced only while it exists,
+// and a kubeconfig refused as unsafe is read again once its tenant has fixed it.
 func (r *Reconciler) secretUsers(ctx context.Context, obj client.Object) []reconcile.Request {
 	cfg, err := loadConfig(ctx, r.configReader, r.configKey)
 	if err != nil {
 		return nil
 	}
 	named := obj.GetName() == cfg.deploymentTargetSecretName
+	if ref := cfg.deploymentTargets[obj.GetNamespace()].SecretRef; ref != nil {
+		named = named || obj.GetName() == ref.Name
+	}
 	for _, name := range cfg.authenticationSecretRefs {
 		named = named || obj.GetName() == name
 	}

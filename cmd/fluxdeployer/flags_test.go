@@ -179,7 +179,9 @@ func vectorDeployment(t *testing.T, c client.Client, namespace, name string, sel
 // TestRemoteTargetFlags: the Flux deployer's kubeconfig flags have Flux's names and defaults (no exec, no insecure
 // TLS, 30s per request), and the reconcile deadline defaults to fluxdeployer.DefaultReconcileTimeout.
 func TestRemoteTargetFlags(t *testing.T) {
-	remote := func() fluxdeployer.RemoteOptions { return controllerSetups["fluxdeployer"].(*fluxdeployer.Options).Remote }
+	remote := func() fluxdeployer.RemoteOptions {
+		return controllerSetups["fluxdeployer"].(*fluxdeployer.Options).Remote
+	}
 	parseRunOptions(t)
 	if o := remote(); o.KubeConfig.InsecureExecProvider || o.KubeConfig.InsecureTLS || *o.KubeConfig.Timeout != 30*time.Second ||
 		o.ReconcileTimeout != fluxdeployer.DefaultReconcileTimeout {

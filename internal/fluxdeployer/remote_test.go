@@ -50,9 +50,7 @@ func testRemoteTargets(t *testing.T, h *harness) {
 		if err != nil {
 			t.Fatalf("a refused kubeconfig is terminal, not retried: %v", err)
 		}
-		assertCondition(t, got, meta.ReadyCondition, False, konfidencev1.UnsafeKubeConfigReason)
-		assertCondition(t, got, meta.StalledCondition, True, konfidencev1.UnsafeKubeConfigReason)
-		assertCondition(t, got, konfidencev1.DeploymentResultCreatedCondition, False, konfidencev1.UnsafeKubeConfigReason)
+		assertResultsRefused(t, got, konfidencev1.UnsafeKubeConfigReason)
 		if msg := conditions.GetMessage(got, meta.ReadyCondition); !strings.Contains(msg, wantInMessage) {
 			t.Errorf("Ready message %q does not say %q", msg, wantInMessage)
 		}

@@ -72,9 +72,7 @@ func testDeploymentResults(t *testing.T, h *harness) {
 		if err != nil {
 			t.Fatalf("a duplicate is terminal, not retried: %v", err)
 		}
-		assertCondition(t, got, konfidencev1.DeploymentResultCreatedCondition, False, konfidencev1.DuplicateDeploymentResultReason)
-		assertCondition(t, got, meta.ReadyCondition, False, konfidencev1.DuplicateDeploymentResultReason)
-		assertCondition(t, got, meta.StalledCondition, True, konfidencev1.DuplicateDeploymentResultReason)
+		assertResultsRefused(t, got, konfidencev1.DuplicateDeploymentResultReason)
 		if len(got.Status.DeploymentResult) != 0 {
 			t.Errorf("results recorded despite the duplicate: %+v", got.Status.DeploymentResult)
 		}
@@ -129,6 +127,14 @@ func (h *harness) deployedStatus(t *testing.T, ad *konfidencev1.ArtifactDeployme
 	h.setStatus(t, &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name}},
 		cond(meta.ReadyCondition, True, meta.ReconciliationSucceededReason, "Applied revision: 1.2.3"),
 		cond(meta.HealthyCondition, True, meta.SucceededReason, "Health check passed"))
+}
+
+// assertResultsRefused fails unless ad's deployment results were refused for good with the reason.
+func assertResultsRefused(t *testing.T, ad *konfidencev1.ArtifactDeployment, reason string) {
+	t.Helper()
+	assertCondition(t, ad, konfidencev1.DeploymentResultCreatedCondition, False, reason)
+	assertCondition(t, ad, meta.ReadyCondition, False, reason)
+	assertCondition(t, ad, meta.StalledCondition, True, reason)
 }
 
 func assertResults(t *testing.T, ad *konfidencev1.ArtifactDeployment, want map[string]serviceResultSpec) {

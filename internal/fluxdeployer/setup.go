@@ -42,6 +42,7 @@ const (
 type Options struct {
 	ConfigName      string
 	ConfigNamespace string
+	Remote          RemoteOptions
 }
 
 // BindFlags registers the deployer's flags.
@@ -50,6 +51,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"name of the Flux deployer's ConfigMap")
 	fs.StringVar(&o.ConfigNamespace, "flux-deployer-config-namespace", operatorNamespace(),
 		"namespace of the Flux deployer's ConfigMap (default: the operator's namespace)")
+	o.Remote.BindFlags(fs)
 }
 
 // operatorNamespace is the namespace the operator runs in: RUNTIME_NAMESPACE as for Flux's controllers, else the
@@ -104,6 +106,7 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		recorder:      recorder,
 		metrics:       shared.ReconcileMetrics(mgr, "ArtifactDeployment"),
 		configKey:     types.NamespacedName{Namespace: o.ConfigNamespace, Name: o.ConfigName},
+		remote:        o.Remote,
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).

@@ -147,4 +147,3 @@ func testTeardown(t *testing.T, h *harness) {
 		uninstalled(t, ad.Name)
 	})
 }
-

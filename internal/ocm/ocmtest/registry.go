@@ -29,6 +29,7 @@ type Registry struct {
 	username  string
 	password  string
 	requests  atomic.Int64
+	down      atomic.Bool
 	mu        sync.Mutex
 	tampered  map[string]bool // blob digests whose content is served corrupted
 }
@@ -94,6 +95,10 @@ func (r *Registry) Close() { r.server.Close() }
 func (r *Registry) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.requests.Add(1)
+		if r.down.Load() {
+			http.Error(w, "registry unavailable", http.StatusServiceUnavailable)
+			return
+		}
 		if r.username != "" {
 			if user, pass, ok := req.BasicAuth(); !ok || user != r.username || pass != r.password {
 				w.Header().Set("WWW-Authenticate", `Basic realm="ocmtest"`)
@@ -139,6 +144,10 @@ func (r *Registry) Tamper(digest string) {
 	defer r.mu.Unlock()
 	r.tampered[digest] = true
 }
+
+// SetUnavailable makes the registry answer every request with 503 Service Unavailable while down is true, as
+// a registry in maintenance or behind a failing load balancer does.
+func (r *Registry) SetUnavailable(down bool) { r.down.Store(down) }
 
 // Requests is the number of HTTP requests served so far, including rejected ones.
 func (r *Registry) Requests() int64 { return r.requests.Load() }

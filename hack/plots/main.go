@@ -282,5 +282,6 @@ func addLinePoints(p *plot.Plot, xys plotter.XYs, label string, i int) error {
 
 func save(p *plot.Plot, output string) error {
 	p.Add(plotter.NewGrid())
+	p.Legend.XOffs, p.Legend.YOffs = vg.Centimeter, -vg.Centimeter // inside the axes, clear of the title
 	return p.Save(16*vg.Centimeter, 10*vg.Centimeter, output)
 }

@@ -154,6 +154,7 @@ func drawConvergence(input, output string) error {
 	if n == 0 {
 		return fmt.Errorf("no line of %s reports artifacts with operator-s or floor-s", input)
 	}
+	p.X.Min, p.Y.Min = 0, 0
 	return save(p, output)
 }
 
@@ -178,6 +179,7 @@ func drawRSS(input, output string) error {
 	p.Add(limit)
 	p.Legend.Add("goal: 150 MiB", limit)
 	p.Legend.Top, p.Legend.Left = true, true
+	p.X.Min, p.Y.Min, p.Y.Max = 0, 0, math.Max(p.Y.Max*1.1, 165)
 	return save(p, output)
 }
 

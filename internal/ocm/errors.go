@@ -33,6 +33,10 @@ const (
 	ReasonManifestInvalid      Reason = "ArtifactManifestInvalid"
 )
 
+// ReasonDescriptorMismatch: the descriptor names another component or version than the reference it was read
+// through, so the name would denote content published under another one.
+const ReasonDescriptorMismatch Reason = "DescriptorMismatch"
+
 // Error is the only error type this package returns. Match a class with errors.Is against the Err* values, or
 // extract it with errors.As to read Reason and Ref.
 type Error struct {
@@ -77,6 +81,7 @@ var (
 	ErrManifestMissing      = &Error{Reason: ReasonManifestMissing}
 	ErrManifestDuplicated   = &Error{Reason: ReasonManifestDuplicated}
 	ErrManifestInvalid      = &Error{Reason: ReasonManifestInvalid}
+	ErrDescriptorMismatch   = &Error{Reason: ReasonDescriptorMismatch}
 )
 
 // ReasonOf returns the Reason of the first *Error in err's chain, or "" if there is none.
@@ -94,7 +99,7 @@ func ReasonOf(err error) Reason {
 func IsPermanent(err error) bool {
 	switch ReasonOf(err) {
 	case ReasonReferenceInvalid, ReasonUnsupportedMediaType, ReasonDescriptorInvalid,
-		ReasonManifestMissing, ReasonManifestDuplicated, ReasonManifestInvalid:
+		ReasonManifestMissing, ReasonManifestDuplicated, ReasonManifestInvalid, ReasonDescriptorMismatch:
 		return true
 	}
 	return false

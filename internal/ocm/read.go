@@ -76,8 +76,10 @@ func (c *Client) readComponentVersion(ctx context.Context, r Ref) (*componentVer
 		return nil, &Error{Reason: ReasonUnsupportedMediaType, Ref: r.String(), Err: err}
 	case err != nil:
 		return nil, &Error{Reason: ReasonDescriptorInvalid, Ref: r.String(), Err: err}
-	case d.Component.Name != r.Component:
-		return nil, newError(ReasonDescriptorInvalid, r.String(), "descriptor is for component %q", d.Component.Name)
+	case d.Component.Name != r.Component || d.Component.Version != r.Version:
+		// A tag is only a pointer: were the descriptor's own name and version taken as they say, any tag could
+		// publish content under another version's (or component's) name, and the ArtifactDeployment named after it.
+		return nil, newError(ReasonDescriptorMismatch, r.String(), "descriptor is for %s:%s", d.Component.Name, d.Component.Version)
 	}
 	cv.descriptor = d
 	return cv, nil

@@ -79,7 +79,8 @@ func (c *Client) readComponentVersion(ctx context.Context, r Ref) (*componentVer
 	case d.Component.Name != r.Component || d.Component.Version != r.Version:
 		// A tag is only a pointer: were the descriptor's own name and version taken as they say, any tag could
 		// publish content under another version's (or component's) name, and the ArtifactDeployment named after it.
-		return nil, newError(ReasonDescriptorMismatch, r.String(), "descriptor is for %s:%s", d.Component.Name, d.Component.Version)
+		// The claims are cut to the longest valid name and version: they are the publisher's, of any length.
+		return nil, newError(ReasonDescriptorMismatch, r.String(), "descriptor is for %.255s:%.128s", d.Component.Name, d.Component.Version)
 	}
 	cv.descriptor = d
 	return cv, nil

@@ -95,6 +95,9 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 	if err := mgr.Add(narrow); err != nil {
 		return nil, err
 	}
+	if err := indexWorkloadNames(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
 	recorder, err := shared.NewEventRecorder(mgr, ControllerName)
 	if err != nil {
 		return nil, err
@@ -104,6 +107,7 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		apiReader:     mgr.GetAPIReader(),
 		configReader:  narrow,
 		serviceReader: narrow,
+		claims:        mgr.GetClient(),
 		scheme:        mgr.GetScheme(),
 		recorder:      recorder,
 		metrics:       shared.ReconcileMetrics(mgr, "ArtifactDeployment"),
@@ -120,6 +124,7 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		Owns(&helmv2.HelmRelease{}).
 		Owns(&kustomizev1.Kustomization{}).
 		Watches(&sourcev1.HelmChart{}, handler.EnqueueRequestsFromMapFunc(r.helmChartOwner)).
+		Watches(&konfidencev1.ArtifactDeployment{}, handler.EnqueueRequestsFromMapFunc(r.releasedClaims), builder.WithPredicates(onDelete)).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretUsers)).
 		WatchesRawSource(source.Kind(narrow, &corev1.Service{}, handler.TypedEnqueueRequestsFromMapFunc(r.serviceOwner))).
 		WatchesRawSource(source.Kind(narrow, &corev1.ConfigMap{}, handler.TypedEnqueueRequestsFromMapFunc(r.everyArtifactDeployment))).

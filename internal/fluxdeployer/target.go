@@ -30,21 +30,11 @@ type references struct {
 // are referenced: Flux fails a source whose secretRef is missing, while an anonymous pull of a public
 // registry works.
 func resolveReferences(ctx context.Context, r client.Reader, cfg config, ad *konfidencev1.ArtifactDeployment, a artifact) (references, error) {
-	refs := references{target: target{namespace: cfg.targetNamespace}}
-	if refs.target.namespace == "" {
-		refs.target.namespace = ad.Namespace
+	t, err := resolveTarget(ctx, r, cfg, ad)
+	if err != nil {
+		return references{}, err
 	}
-	if ref, ok := cfg.deploymentTargets[ad.Namespace]; ok {
-		refs.target.kubeConfig = &ref
-	} else if cfg.deploymentTargetSecretName != "" {
-		exists, err := secretExists(ctx, r, ad.Namespace, cfg.deploymentTargetSecretName)
-		if err != nil {
-			return references{}, err
-		}
-		if exists {
-			refs.target.kubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: cfg.deploymentTargetSecretName}}
-		}
-	}
+	refs := references{target: t}
 	if name, ok := cfg.authenticationSecretRefs[a.host]; ok {
 		exists, err := secretExists(ctx, r, ad.Namespace, name)
 		if err != nil {
@@ -55,6 +45,26 @@ func resolveReferences(ctx context.Context, r client.Reader, cfg config, ad *kon
 		}
 	}
 	return refs, nil
+}
+
+// resolveTarget decides where an ArtifactDeployment's workloads go.
+func resolveTarget(ctx context.Context, r client.Reader, cfg config, ad *konfidencev1.ArtifactDeployment) (target, error) {
+	t := target{namespace: cfg.targetNamespace}
+	if t.namespace == "" {
+		t.namespace = ad.Namespace
+	}
+	if ref, ok := cfg.deploymentTargets[ad.Namespace]; ok {
+		t.kubeConfig = &ref
+	} else if cfg.deploymentTargetSecretName != "" {
+		exists, err := secretExists(ctx, r, ad.Namespace, cfg.deploymentTargetSecretName)
+		if err != nil {
+			return target{}, err
+		}
+		if exists {
+			t.kubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: cfg.deploymentTargetSecretName}}
+		}
+	}
+	return t, nil
 }
 
 // secretExists reads only the Secret's metadata, so the cache holds no Secret data.

@@ -28,12 +28,7 @@ func TestDescriptorVersionMustMatchReference(t *testing.T) {
 	impostor := ocmtest.Artifact("acme.org/artifacts/frontend", "1.2.3+build.5", helmType, true)
 	impostor.Tag = "2.0.0"
 	vector := pushVector(t, reg, "acme.org/vectors/shop", good, impostor)
-	startManager(t, managerOptions{})
-	ns := newNamespace(t)
-	vd := createVectorDeployment(t, ns, "shop", vector)
-
-	vd = waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionFalse, string(ocm.ReasonDescriptorMismatch))
-	assertStalledWithReady(t, vd, string(ocm.ReasonDescriptorMismatch))
+	vd, ns := deployRefused(t, vector, konfidencev1.ArtifactDeploymentsCreatedCondition, string(ocm.ReasonDescriptorMismatch))
 	waitForEvent(t, ns, vd.Name, string(ocm.ReasonDescriptorMismatch), "acme.org/artifacts/frontend:2.0.0", "1.2.3+build.5")
 	ads := listADs(t, ns)
 	if _, ok := ads[mustName(t, good.Name, good.Version, "", 0, naming.HashLength)]; !ok || len(ads) != 1 {
@@ -131,12 +126,7 @@ func TestArtifactBeyondCRDLimits(t *testing.T) {
 	longVersion := ocmtest.Artifact("acme.org/artifacts/longversion", "1.0.0-"+strings.Repeat("x", 199), helmType, true)
 	longVersion.Tag = "1.0.0"
 	vector := pushVector(t, reg, "acme.org/vectors/shop", good, many, longName, longVersion)
-	startManager(t, managerOptions{})
-	ns := newNamespace(t)
-	vd := createVectorDeployment(t, ns, "shop", vector)
-
-	vd = waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionFalse, konfidencev1.ArtifactLimitsExceededReason)
-	assertStalledWithReady(t, vd, konfidencev1.ArtifactLimitsExceededReason)
+	vd, ns := deployRefused(t, vector, konfidencev1.ArtifactDeploymentsCreatedCondition, konfidencev1.ArtifactLimitsExceededReason)
 	msg := conditions.GetMessage(vd, konfidencev1.ReadyCondition)
 	for _, want := range []string{"65 resources, the API allows 64", "resource name \"rrr", "has 254 bytes", string(ocm.ReasonDescriptorMismatch)} {
 		if !strings.Contains(msg, want) {
@@ -171,12 +161,7 @@ func TestOneVersionPerComponent(t *testing.T) {
 	v2 := ocmtest.Artifact("acme.org/artifacts/frontend", "2.0.0", helmType, true)
 	other := ocmtest.Artifact("acme.org/artifacts/other", "1.0.0", helmType, true)
 	vector := pushVector(t, reg, "acme.org/vectors/shop", v1, other, v2)
-	startManager(t, managerOptions{})
-	ns := newNamespace(t)
-	vd := createVectorDeployment(t, ns, "shop", vector)
-
-	vd = waitForCondition(t, vd, konfidencev1.StalledCondition, metav1.ConditionTrue, konfidencev1.MultipleComponentVersionsReason)
-	assertStalledWithReady(t, vd, konfidencev1.MultipleComponentVersionsReason)
+	vd, ns := deployRefused(t, vector, konfidencev1.VectorDownloadedCondition, konfidencev1.MultipleComponentVersionsReason)
 	msg := conditions.GetMessage(vd, konfidencev1.ReadyCondition)
 	if !strings.Contains(msg, "acme.org/artifacts/frontend is referenced 2 times (acme.org/artifacts/frontend:1.0.0, acme.org/artifacts/frontend:2.0.0)") {
 		t.Errorf("Ready message %q does not name the component and its versions", msg)
@@ -185,6 +170,18 @@ func TestOneVersionPerComponent(t *testing.T) {
 	if ads := listADs(t, ns); len(ads) != 0 {
 		t.Errorf("created %v for a refused vector", keys(ads))
 	}
+}
+
+// deployRefused deploys vector as VectorDeployment shop in a new namespace and waits until condType is False with
+// the reason of a refusal, which leaves it summarized as assertStalledWithReady checks.
+func deployRefused(t *testing.T, vector, condType, reason string) (*konfidencev1.VectorDeployment, string) {
+	t.Helper()
+	startManager(t, managerOptions{})
+	ns := newNamespace(t)
+	vd := createVectorDeployment(t, ns, "shop", vector)
+	vd = waitForCondition(t, vd, condType, metav1.ConditionFalse, reason)
+	assertStalledWithReady(t, vd, reason)
+	return vd, ns
 }
 
 // assertStalledWithReady: the VectorDeployment is summarized, Ready=False with the reason, Stalled, not

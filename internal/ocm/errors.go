@@ -33,8 +33,8 @@ const (
 	ReasonManifestInvalid      Reason = "ArtifactManifestInvalid"
 )
 
-// ReasonDescriptorMismatch: the descriptor names another component or version than the reference it was read
-// through, so the name would denote content published under another one.
+// ReasonDescriptorMismatch is the reason when a descriptor names another component or version than the reference
+// it was read through, so the name would denote content published under another one.
 const ReasonDescriptorMismatch Reason = "DescriptorMismatch"
 
 // Error is the only error type this package returns. Match a class with errors.Is against the Err* values, or

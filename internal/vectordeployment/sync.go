@@ -155,7 +155,8 @@ func (r *Reconciler) findByIdentity(ctx context.Context, namespace string, id id
 // annotation is what tells the same artifact from different content published under its name elsewhere, or
 // re-published under it. Such an ArtifactDeployment is neither shared nor changed. One created before sources
 // were recorded has none, and gets the adopter's: upgrades keep their deployments.
-func (r *Reconciler) adopt(ctx context.Context, vd *konfidencev1.VectorDeployment, id identity, source string, ad *konfidencev1.ArtifactDeployment, collisionCount int32) (slotResult, error) {
+func (r *Reconciler) adopt(ctx context.Context, vd *konfidencev1.VectorDeployment, id identity, source string,
+	ad *konfidencev1.ArtifactDeployment, collisionCount int32) (slotResult, error) {
 	recorded, hasSource := ad.Annotations[konfidencev1.ArtifactSourceAnnotation]
 	if hasSource && recorded != source {
 		return slotResult{}, refuse(konfidencev1.ArtifactSourceConflictReason,

@@ -104,7 +104,8 @@ func TestSourceIsBackfilledOnAdoption(t *testing.T) {
 		ads := listADs(t, ns)
 		got := ads[name]
 		if len(ads) != 1 || got == nil || len(got.OwnerReferences) != 2 || got.Annotations[konfidencev1.ArtifactSourceAnnotation] != source {
-			return fmt.Errorf("ArtifactDeployments %v; %s: owners %+v, source %q, want both owners and %q", keys(ads), name, got.OwnerReferences, got.Annotations[konfidencev1.ArtifactSourceAnnotation], source)
+			return fmt.Errorf("ArtifactDeployments %v; %s: owners %+v, source %q, want both owners and %q",
+				keys(ads), name, got.OwnerReferences, got.Annotations[konfidencev1.ArtifactSourceAnnotation], source)
 		}
 		return nil
 	})

@@ -102,8 +102,11 @@ func TestSourceIsBackfilledOnAdoption(t *testing.T) {
 	waitForCondition(t, second, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, "Succeeded")
 	testenv.Eventually(t, 30*time.Second, func() error {
 		ads := listADs(t, ns)
-		got := ads[name]
-		if len(ads) != 1 || got == nil || len(got.OwnerReferences) != 2 || got.Annotations[konfidencev1.ArtifactSourceAnnotation] != source {
+		got, ok := ads[name]
+		if !ok {
+			return fmt.Errorf("no ArtifactDeployment %s (have %v)", name, keys(ads))
+		}
+		if len(ads) != 1 || len(got.OwnerReferences) != 2 || got.Annotations[konfidencev1.ArtifactSourceAnnotation] != source {
 			return fmt.Errorf("ArtifactDeployments %v; %s: owners %+v, source %q, want both owners and %q",
 				keys(ads), name, got.OwnerReferences, got.Annotations[konfidencev1.ArtifactSourceAnnotation], source)
 		}

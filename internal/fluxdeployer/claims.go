@@ -62,7 +62,7 @@ func (r *Reconciler) checkClaim(ctx context.Context, cfg config, ad *konfidencev
 		if !claimsEarlier(other, ad) {
 			continue
 		}
-		ot, err := resolveTarget(ctx, r.client, cfg, other)
+		ot, err := resolveTarget(ctx, r.apiReader, cfg, other)
 		if err != nil {
 			return err
 		}

@@ -17,7 +17,10 @@ func TestDecodesAreBoundedAcrossTheProcess(t *testing.T) {
 		wg.Go(func() {
 			err := decodeBounded(context.Background(), "ref", "test", func() error {
 				n := running.Add(1)
-				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				for m := most.Load(); n > m; m = most.Load() {
+					if most.CompareAndSwap(m, n) {
+						break
+					}
 				}
 				time.Sleep(20 * time.Millisecond)
 				running.Add(-1)

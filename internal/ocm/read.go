@@ -92,7 +92,7 @@ func (c *Client) readComponentVersion(ctx context.Context, r Ref, a access) (*co
 }
 
 // maxConcurrentDecodes bounds the manifest and descriptor decodes running at once in the process, across Clients
-// and reconcilers. At the size limits one decode costs up to ~32 MiB of heap (docs/security.md), so decoding
+// and reconcilers. At the size limits one decode costs up to ~30 MiB of heap (docs/security.md), so decoding
 // stays below 64 MiB whatever number of registries, vectors and workers; decoding is CPU-bound, so more slots
 // than the two cores the operator is sized for would not finish it sooner.
 const maxConcurrentDecodes = 2

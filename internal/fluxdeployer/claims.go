@@ -59,14 +59,16 @@ func (r *Reconciler) checkClaim(ctx context.Context, cfg config, ad *konfidencev
 	}
 	for i := range claimants {
 		other := &claimants[i]
-		if !claimsEarlier(other, ad) {
+		// The namespace first: without a shared target namespace, the claimants of other namespaces are told
+		// apart without reading their kubeconfig Secrets.
+		if !claimsEarlier(other, ad) || targetNamespace(cfg, other) != t.namespace {
 			continue
 		}
 		ot, err := resolveTarget(ctx, r.apiReader, cfg, other)
 		if err != nil {
 			return err
 		}
-		if ot.kubeConfig == nil && ot.namespace == t.namespace {
+		if ot.kubeConfig == nil {
 			return terminal(konfidencev1.TargetNameConflictReason,
 				"%s in target namespace %s is taken by ArtifactDeployment %s/%s, created earlier; nothing is applied for this one",
 				name, t.namespace, other.Namespace, other.Name)

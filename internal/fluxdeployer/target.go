@@ -51,10 +51,7 @@ func resolveReferences(ctx context.Context, r client.Reader, cfg config, ad *kon
 
 // resolveTarget decides where an ArtifactDeployment's workloads go.
 func resolveTarget(ctx context.Context, r client.Reader, cfg config, ad *konfidencev1.ArtifactDeployment) (target, error) {
-	t := target{namespace: cfg.targetNamespace}
-	if t.namespace == "" {
-		t.namespace = ad.Namespace
-	}
+	t := target{namespace: targetNamespace(cfg, ad)}
 	if ref, ok := cfg.deploymentTargets[ad.Namespace]; ok {
 		t.kubeConfig = &ref
 	} else if cfg.deploymentTargetSecretName != "" {
@@ -67,6 +64,14 @@ func resolveTarget(ctx context.Context, r client.Reader, cfg config, ad *konfide
 		}
 	}
 	return t, nil
+}
+
+// targetNamespace is the namespace an ArtifactDeployment's workloads go to, on whichever cluster.
+func targetNamespace(cfg config, ad *konfidencev1.ArtifactDeployment) string {
+	if cfg.targetNamespace != "" {
+		return cfg.targetNamespace
+	}
+	return ad.Namespace
 }
 
 // secretExists reads only the Secret's metadata: the operator never holds the data of a Secret it only refers to.

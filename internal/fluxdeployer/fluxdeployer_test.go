@@ -15,4 +15,5 @@ func TestFluxDeployer(t *testing.T) {
 	t.Run("EndToEnd", func(t *testing.T) { testEndToEnd(t, h) })
 	t.Run("Operating", func(t *testing.T) { testOperating(t, h) })
 	t.Run("Teardown", func(t *testing.T) { testTeardown(t, h) })
+	t.Run("TargetNameConflict", func(t *testing.T) { testTargetNameConflict(t, h) })
 }

@@ -189,7 +189,7 @@ type remoteAPI struct {
 var remoteAPIResponses = map[string]string{
 	"api":      `{"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[{"clientCIDR":"0.0.0.0/0","serverAddress":"remote"}]}`,
 	"apis":     `{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`,
-	"v1":       `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"v1","resources":[{"name":"services","singularName":"service","namespaced":true,"kind":"Service","verbs":["list"]}]}`,
+	"v1":       `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"v1","resources":[{"name":"services","namespaced":true,"kind":"Service","verbs":["list"]}]}`,
 	"services": `{"kind":"ServiceList","apiVersion":"v1","metadata":{},"items":[]}`,
 }
 

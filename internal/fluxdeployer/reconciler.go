@@ -45,16 +45,6 @@ var ownedConditions = []string{
 	konfidencev1.AppHealthyCondition, konfidencev1.DeploymentResultCreatedCondition,
 }
 
-// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments,verbs=get;list;watch
-// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmrepositories;ocirepositories,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmcharts,verbs=get;list;watch
-// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=services;secrets,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch,namespace=fluxdeployer-system
-
 // Reconcile brings the Flux objects of one ArtifactDeployment in line with it and reports their state.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	start := time.Now()
@@ -95,7 +85,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	defer cancel()
 	result, err := r.reconcile(stepsCtx, ad)
 	if err != nil {
-		return r.fail(ad, err)
+		return r.fail(ad, err, result)
 	}
 	return result, nil
 }
@@ -117,7 +107,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	refs, err := resolveReferences(ctx, r.client, cfg, ad, a)
+	refs, err := resolveReferences(ctx, r.apiReader, cfg, ad, a)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -146,14 +136,14 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 		return ctrl.Result{}, err
 	}
 	if err := r.results(ctx, ad, refs.target); err != nil {
-		return ctrl.Result{}, err
+		// Stalled on a kubeconfig Secret (refused as unsafe, say), which is not watched: looked at again every
+		// interval, so that the tenant's fix is taken up.
+		return ctrl.Result{RequeueAfter: cfg.interval}, err
 	}
 	summarize(ad, stalled)
-	// Services of a remote target cannot be watched from here; look again every interval.
-	if refs.target.kubeConfig != nil {
-		return ctrl.Result{RequeueAfter: cfg.interval}, nil
-	}
-	return ctrl.Result{}, nil
+	// As Flux's controllers, look again every interval: Secrets are not watched (see resolveReferences), nor
+	// can the Services of a remote target be.
+	return ctrl.Result{RequeueAfter: cfg.interval}, nil
 }
 
 func build(ad *konfidencev1.ArtifactDeployment, a artifact, refs references, cfg config) ([]client.Object, error) {
@@ -179,15 +169,16 @@ func (r *Reconciler) results(ctx context.Context, ad *konfidencev1.ArtifactDeplo
 }
 
 // fail records a failed step on Ready (and Stalled when only a change of the input helps). A terminal failure
-// is not retried: the watches requeue the ArtifactDeployment when its input or the configuration changes.
-func (r *Reconciler) fail(ad *konfidencev1.ArtifactDeployment, err error) (ctrl.Result, error) {
+// is not retried: the watches requeue the ArtifactDeployment when its input or the configuration changes, and
+// stalled, the step's result (a requeue for input that is not watched) stands.
+func (r *Reconciler) fail(ad *konfidencev1.ArtifactDeployment, err error, stalled ctrl.Result) (ctrl.Result, error) {
 	se := asStepError(err, meta.ReconciliationFailedReason)
 	conditions.MarkFalse(ad, meta.ReadyCondition, se.reason, "%s", se.err)
 	if se.stalled {
 		conditions.MarkStalled(ad, se.reason, "%s", se.err)
 		conditions.Delete(ad, meta.ReconcilingCondition)
 		ad.Status.ObservedGeneration = ad.Generation
-		return ctrl.Result{}, nil
+		return stalled, nil
 	}
 	conditions.MarkReconciling(ad, meta.ProgressingWithRetryReason, "%s", se.err)
 	conditions.Delete(ad, meta.StalledCondition)

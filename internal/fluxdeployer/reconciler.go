@@ -35,7 +35,8 @@ type Reconciler struct {
 	recorder      kuberecorder.EventRecorder
 	metrics       operating.ReconcileMetrics
 	configKey     types.NamespacedName
-	kinds         *fluxKinds // the Flux kinds the API server serves; nil: all
+	kinds         *fluxKinds    // the Flux kinds the API server serves; nil: all
+	remote        RemoteOptions // bounds remote calls and each reconcile
 }
 
 // ownedConditions are the conditions of ArtifactDeployment this reconciler writes.
@@ -79,7 +80,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		ad.Status.SetLastHandledReconcileRequest(requested)
 	}
 
-	result, err := r.reconcile(ctx, ad)
+	// The steps run under a deadline, so that a remote target that never answers frees the worker; the status is
+	// still written afterwards, under the manager's context.
+	stepsCtx, cancel := context.WithTimeout(ctx, r.remote.reconcileTimeout())
+	defer cancel()
+	result, err := r.reconcile(stepsCtx, ad)
 	if err != nil {
 		return r.fail(ad, err)
 	}

@@ -41,6 +41,7 @@ const (
 type Options struct {
 	ConfigName      string
 	ConfigNamespace string
+	Remote          RemoteOptions
 }
 
 // BindFlags registers the deployer's flags.
@@ -49,6 +50,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"name of the Flux deployer's ConfigMap")
 	fs.StringVar(&o.ConfigNamespace, "flux-deployer-config-namespace", operatorNamespace(),
 		"namespace of the Flux deployer's ConfigMap (default: the operator's namespace)")
+	o.Remote.BindFlags(fs)
 }
 
 // operatorNamespace is the namespace the operator runs in: RUNTIME_NAMESPACE as for Flux's controllers, else the
@@ -104,6 +106,7 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		metrics:       shared.ReconcileMetrics(mgr, "ArtifactDeployment"),
 		configKey:     types.NamespacedName{Namespace: o.ConfigNamespace, Name: o.ConfigName},
 		kinds:         &fluxKinds{},
+		remote:        o.Remote,
 	}
 	appeared := make(chan event.GenericEvent, 1)
 	c, err := ctrl.NewControllerManagedBy(mgr).

@@ -19,6 +19,7 @@ func TestManagerServesProbes(t *testing.T) {
 	// Both reconcilers run, so the Flux CRDs the Flux deployer watches must be installed.
 	env := testenv.Start(t, filepath.Join(testenv.RepoRoot(), "internal", "fluxdeployer", "testdata", "crds"))
 	o := parseRunOptions(t, "--metrics-addr=0", "--health-addr="+testenv.FreeAddr(t))
+	o.reuseControllerNames = true
 	mgr, err := newManager(env.Config, o)
 	if err != nil {
 		t.Fatal(err)

@@ -46,6 +46,7 @@ type inspectedResource struct {
 
 func newVectorInspectCommand() *cobra.Command {
 	var uid, output, caFile, dockerConfig string
+	var insecureCredentialHosts []string
 	cmd := &cobra.Command{
 		Use:   "inspect REF [--uid U] [-o json|table]",
 		Short: "Resolve a vector and print its artifacts",
@@ -62,6 +63,7 @@ func newVectorInspectCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			opts.InsecureCredentialHosts = insecureCredentialHosts
 			v, err := ocm.NewClient(opts).ResolveVector(cmd.Context(), args[0])
 			if err != nil {
 				return err
@@ -88,6 +90,8 @@ func newVectorInspectCommand() *cobra.Command {
 	f.StringVarP(&output, "output", "o", outputTable, "output format: json or table")
 	f.StringVar(&caFile, "ca-file", "", "PEM file of CAs to trust for registry TLS, instead of the system pool")
 	f.StringVar(&dockerConfig, "docker-config", "", "docker config.json with registry credentials (auths, and the credential helpers of credsStore and credHelpers)")
+	f.StringSliceVar(&insecureCredentialHosts, "insecure-registry-credentials-hosts", nil,
+		"registry hosts (host[:port]) credentials may be sent to over plain HTTP (http:// references); to others they are sent over TLS only")
 	return cmd
 }
 

@@ -53,6 +53,7 @@ type Client struct {
 	http      *auth.Client
 	vectors   *lru[*Vector]
 	artifacts *lru[*Artifact]
+	verified  *lru[struct{}] // VerifyVector's successes
 }
 
 // NewClient returns a Client.
@@ -80,6 +81,7 @@ func NewClient(opts Options) *Client {
 		},
 		vectors:   newLRU[*Vector]("vector", opts.CacheSize),
 		artifacts: newLRU[*Artifact]("artifact", opts.CacheSize),
+		verified:  newLRU[struct{}]("verification", opts.CacheSize),
 	}
 }
 

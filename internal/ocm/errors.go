@@ -33,6 +33,12 @@ const (
 	ReasonManifestInvalid      Reason = "ArtifactManifestInvalid"
 )
 
+// Reasons of signature verification (VerifyVector). Not permanent: a corrected key Secret heals them.
+const (
+	ReasonSignatureMissing Reason = "SignatureMissing"
+	ReasonSignatureInvalid Reason = "SignatureInvalid"
+)
+
 // Error is the only error type this package returns. Match a class with errors.Is against the Err* values, or
 // extract it with errors.As to read Reason and Ref.
 type Error struct {
@@ -77,6 +83,8 @@ var (
 	ErrManifestMissing      = &Error{Reason: ReasonManifestMissing}
 	ErrManifestDuplicated   = &Error{Reason: ReasonManifestDuplicated}
 	ErrManifestInvalid      = &Error{Reason: ReasonManifestInvalid}
+	ErrSignatureMissing     = &Error{Reason: ReasonSignatureMissing}
+	ErrSignatureInvalid     = &Error{Reason: ReasonSignatureInvalid}
 )
 
 // ReasonOf returns the Reason of the first *Error in err's chain, or "" if there is none.

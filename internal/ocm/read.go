@@ -19,6 +19,8 @@ type componentVersion struct {
 	store      store
 	digest     string // of the tagged manifest or index
 	descriptor *spec.Descriptor
+	// raw is the descriptor layer as stored, kept for signature verification.
+	raw rawDescriptor
 	// blobs are the candidates for a localReference: the index's manifests and the manifest's layers.
 	blobs []ocispec.Descriptor
 }
@@ -79,7 +81,7 @@ func (c *Client) readComponentVersion(ctx context.Context, r Ref) (*componentVer
 	case d.Component.Name != r.Component:
 		return nil, newError(ReasonDescriptorInvalid, r.String(), "descriptor is for component %q", d.Component.Name)
 	}
-	cv.descriptor = d
+	cv.descriptor, cv.raw = d, rawDescriptor{mediaType: layer.MediaType, data: data}
 	return cv, nil
 }
 

@@ -366,3 +366,19 @@ func certificate(t testing.TB, cn string, key *rsa.PrivateKey, parent *x509.Cert
 	}
 	return cert
 }
+
+// BenchmarkVerify measures the CPU cost of verifying one signature: normalisation (v4alpha1), SHA-256 and an
+// RSA-2048 PSS verification.
+func BenchmarkVerify(b *testing.B) {
+	key := newKey(b)
+	signed, err := signing.Sign(descriptor(b), "acme", key, signing.SignOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := keysOf(b, "acme", &key.PublicKey)
+	for b.Loop() {
+		if _, err := signing.Verify(signed, nil, keys); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

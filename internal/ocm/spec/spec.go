@@ -51,6 +51,11 @@ const (
 	AccessTypeLocalBlob            = "LocalBlob/v1"
 	HashAlgorithmSHA256            = "SHA-256"
 	NormalisationGenericBlobDigest = "genericBlobDigest/v1"
+	// NormalisationOCIArtifactDigest is OCM v1's label for the digest of an OCI artifact's manifest.
+	NormalisationOCIArtifactDigest = "ociArtifactDigest/v1"
+	// HashNoDigest and NormalisationExcludeFromSignature mark a resource excluded from signing.
+	HashNoDigest                      = "NO-DIGEST"
+	NormalisationExcludeFromSignature = "EXCLUDE-FROM-SIGNATURE"
 )
 
 // The CTF directory layout.
@@ -208,6 +213,24 @@ func Decode(mediaType string, data []byte) (*Descriptor, error) {
 		return nil, fmt.Errorf("decoding component descriptor: %w", err)
 	}
 	return &d, nil
+}
+
+// DescriptorJSON returns a descriptor layer's document as JSON, the form its digests and signatures are
+// computed over.
+func DescriptorJSON(mediaType string, data []byte) ([]byte, error) {
+	if !IsDescriptorMediaType(mediaType) {
+		return nil, fmt.Errorf("%w %q for a component descriptor", ErrUnsupportedMediaType, mediaType)
+	}
+	if strings.HasSuffix(mediaType, "+tar") {
+		var err error
+		if data, err = descriptorFromTar(data); err != nil {
+			return nil, err
+		}
+	}
+	if json.Valid(data) {
+		return data, nil
+	}
+	return yaml.YAMLToJSON(data)
 }
 
 func descriptorFromTar(data []byte) ([]byte, error) {

@@ -39,15 +39,11 @@ func newSignedFixture(t testing.TB) *signedFixture {
 func (f *signedFixture) pushChart(t testing.TB, name, version, content string) ocmtest.Resource {
 	t.Helper()
 	chart := ocmtest.Chart{Name: name, Version: version, Files: map[string]string{"values.yaml": "content: " + content + "\n"}}
-	ref, err := ocmtest.PushHelmChart(context.Background(), f.reg.Host, "charts", chart)
+	res, err := ocmtest.PushPinnedChart(context.Background(), f.reg.Host, "charts", chart)
 	if err != nil {
 		t.Fatal(err)
 	}
-	digest, err := ocmtest.ManifestDigest(context.Background(), ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ocmtest.ChartResource(version, ref).WithOCIDigest(digest)
+	return res
 }
 
 func (f *signedFixture) signedVector(t testing.TB, version string, artifacts ...ocmtest.ComponentVersion) ocmtest.ComponentVersion {

@@ -39,6 +39,8 @@ type Reconciler struct {
 	// on their way, as Flux requeues an object whose dependencies are not ready. Their watch usually comes first;
 	// this bounds the wait when an event is missed.
 	RequeueDependency time.Duration
+	// TrustDefault is the verification policy of VectorDeployments without spec.verify.
+	TrustDefault TrustDefault
 
 	// hashLength is naming.HashLength; tests shorten it so that names collide on their own.
 	hashLength int
@@ -133,13 +135,30 @@ func reconcileRequest(vd *konfidencev1.VectorDeployment) (string, bool) {
 
 // Options configure the VectorDeployment reconciler from flags.
 type Options struct {
-	registrySecrets []string
+	registrySecrets    []string
+	requireSignatures  bool
+	signatureKeys      string
+	requiredSignatures []string
 }
 
 // BindFlags registers the reconciler's flags.
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.registrySecrets, "registry-secrets", nil,
 		"namespace/name of kubernetes.io/dockerconfigjson Secrets with credentials for the OCM registries (read at start)")
+	fs.BoolVar(&o.requireSignatures, "require-signatures", false,
+		"deploy only vectors whose OCM signatures verify with the keys of --signature-keys-secret, for VectorDeployments without spec.verify")
+	fs.StringVar(&o.signatureKeys, "signature-keys-secret", "fluxdeployer-signature-keys",
+		"Secret of PEM public keys or certificates by signature name, for --require-signatures: a name in the operator's namespace (RUNTIME_NAMESPACE) or namespace/name; read on every reconcile")
+	fs.StringSliceVar(&o.requiredSignatures, "required-signatures", nil,
+		"signature names --require-signatures requires; empty: every signature with a key must verify, at least one must")
+}
+
+func (o *Options) trustDefault() (TrustDefault, error) {
+	if !o.requireSignatures {
+		return TrustDefault{}, nil
+	}
+	secret, err := secretKey(o.signatureKeys)
+	return TrustDefault{Require: true, Secret: secret, Signatures: o.requiredSignatures}, err
 }
 
 // SetupWithManager registers the reconciler with the manager.
@@ -152,6 +171,10 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 	if err != nil {
 		return err
 	}
+	trust, err := o.trustDefault()
+	if err != nil {
+		return err
+	}
 	r := &Reconciler{
 		Client:            mgr.GetClient(),
 		APIReader:         mgr.GetAPIReader(),
@@ -159,6 +182,7 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 		Recorder:          recorder,
 		Metrics:           shared.ReconcileMetrics(mgr, "VectorDeployment"),
 		RequeueDependency: shared.RequeueDependency,
+		TrustDefault:      trust,
 		hashLength:        naming.HashLength,
 	}
 	return r.setupWithManager(mgr, shared.ControllerOptions())

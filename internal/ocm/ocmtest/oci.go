@@ -182,3 +182,17 @@ func ManifestDigest(ctx context.Context, imageReference string) (string, error) 
 	}
 	return desc.Digest.String(), nil
 }
+
+// PushPinnedChart pushes a chart as PushHelmChart does and returns the helmChart resource naming it, with the
+// manifest digest recorded as OCM records it, so the artifact pins the chart's content.
+func PushPinnedChart(ctx context.Context, host, repository string, c Chart) (Resource, error) {
+	ref, err := PushHelmChart(ctx, host, repository, c)
+	if err != nil {
+		return Resource{}, err
+	}
+	digest, err := ManifestDigest(ctx, ref)
+	if err != nil {
+		return Resource{}, err
+	}
+	return ChartResource(c.Version, ref).WithOCIDigest(digest), nil
+}

@@ -68,21 +68,30 @@ func Signatures(descriptor []byte) ([]Signature, error) {
 }
 
 // Verify checks a descriptor's signatures against trusted keys. With names, each named signature must be present
-// and verify with the key of its name (or the key under AnyName). Without, every signature that has a key must
-// verify, and at least one must. It returns the names verified.
+// and verify with the key of its name (or the key under AnyName). Without, every signature that has a key of its
+// own name must verify, signatures only AnyName's key applies to are tried, and at least one must verify. It
+// returns the names verified.
 func Verify(descriptor []byte, names []string, keys Keys) ([]string, error) {
 	signatures, err := Signatures(descriptor)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSignatureInvalid, err)
 	}
-	var verified []string
+	var (
+		verified []string
+		tried    error // the last failure of a signature only AnyName's key applied to
+	)
 	for _, sig := range signatures {
 		key, ok := keys.lookup(sig.Name)
 		if !ok || (len(names) > 0 && !slices.Contains(names, sig.Name)) {
 			continue
 		}
 		if err := verifySignature(descriptor, sig, key); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrSignatureInvalid, sig.Name, err)
+			err = fmt.Errorf("%w: %s: %w", ErrSignatureInvalid, sig.Name, err)
+			if _, own := keys[sig.Name]; own || len(names) > 0 {
+				return nil, err
+			}
+			tried = err
+			continue
 		}
 		verified = append(verified, sig.Name)
 	}
@@ -94,10 +103,13 @@ func Verify(descriptor []byte, names []string, keys Keys) ([]string, error) {
 			return nil, fmt.Errorf("%w: the descriptor has no signature %q", ErrSignatureMissing, name)
 		}
 	}
-	if len(verified) == 0 {
-		return nil, fmt.Errorf("%w: none of the descriptor's %d signature(s) has a trusted key (%s)", ErrSignatureMissing, len(signatures), keys)
+	switch {
+	case len(verified) > 0:
+		return verified, nil
+	case tried != nil:
+		return nil, tried
 	}
-	return verified, nil
+	return nil, fmt.Errorf("%w: none of the descriptor's %d signature(s) has a trusted key (%s)", ErrSignatureMissing, len(signatures), keys)
 }
 
 // verifySignature recomputes the descriptor's digest with the signature's algorithms, compares it with the signed

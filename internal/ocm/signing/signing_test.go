@@ -382,3 +382,26 @@ func BenchmarkVerify(b *testing.B) {
 		}
 	}
 }
+
+// TestVerifyAnyNameKey: a key for any name verifies a descriptor when one of its signatures verifies with it; the
+// signatures of other signers do not matter, unless a name is required.
+func TestVerifyAnyNameKey(t *testing.T) {
+	mine, theirs := newKey(t), newKey(t)
+	signed, err := signing.Sign(descriptor(t), "theirs", theirs, signing.SignOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	any := keysOf(t, signing.AnyName, &mine.PublicKey)
+	if _, err := signing.Verify(signed, nil, any); !errors.Is(err, signing.ErrSignatureInvalid) {
+		t.Fatalf("only another signer's signature: got %v", err)
+	}
+	if signed, err = signing.Sign(signed, "mine", mine, signing.SignOptions{Algorithm: signing.AlgorithmRSASSAPKCS1V15}); err != nil {
+		t.Fatal(err)
+	}
+	if names, err := signing.Verify(signed, nil, any); err != nil || len(names) != 1 || names[0] != "mine" {
+		t.Fatalf("own signature among others: %v %v", names, err)
+	}
+	if _, err := signing.Verify(signed, []string{"theirs"}, any); !errors.Is(err, signing.ErrSignatureInvalid) {
+		t.Fatalf("required signature by another key: got %v", err)
+	}
+}

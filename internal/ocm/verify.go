@@ -46,19 +46,33 @@ func (c *Client) VerifyVector(ctx context.Context, v *Vector, policy TrustPolicy
 	if _, ok := c.verified.get(ctx, key); ok {
 		return nil
 	}
+	complete, err := c.verifyVector(ctx, v, policy)
+	switch {
+	case err != nil:
+		// A failure found while bypassing the cache (a reconcile request) replaces an earlier success, so the
+		// retries that follow do not report the vector verified again.
+		c.verified.remove(key)
+	case complete:
+		c.verified.add(key, struct{}{})
+	}
+	return err
+}
+
+// verifyVector does VerifyVector's checks; complete is false when an artifact was skipped.
+func (c *Client) verifyVector(ctx context.Context, v *Vector, policy TrustPolicy) (complete bool, err error) {
 	name := v.Component + ":" + v.Version
 	doc, err := v.descriptor.json()
 	if err != nil {
-		return &Error{Reason: ReasonDescriptorInvalid, Ref: name, Err: err}
+		return false, &Error{Reason: ReasonDescriptorInvalid, Ref: name, Err: err}
 	}
 	if _, err := signing.Verify(doc, policy.Signatures, policy.Keys); err != nil {
-		return signatureError(name, err)
+		return false, signatureError(name, err)
 	}
 	var d spec.Descriptor
 	if err := json.Unmarshal(doc, &d); err != nil || len(d.Component.References) != len(v.Artifacts) {
-		return newError(ReasonDescriptorInvalid, name, "component references do not match the resolved vector")
+		return false, newError(ReasonDescriptorInvalid, name, "component references do not match the resolved vector")
 	}
-	complete := true
+	complete = true
 	for i, ref := range d.Component.References {
 		a := v.Artifacts[i]
 		if a == nil {
@@ -66,16 +80,13 @@ func (c *Client) VerifyVector(ctx context.Context, v *Vector, policy TrustPolicy
 			continue
 		}
 		if err := verifyReference(ref, a); err != nil {
-			return err
+			return false, err
 		}
 		if err := c.verifyResources(ctx, a); err != nil {
-			return err
+			return false, err
 		}
 	}
-	if complete {
-		c.verified.add(key, struct{}{})
-	}
-	return nil
+	return complete, nil
 }
 
 func signatureError(ref string, err error) error {
@@ -142,7 +153,7 @@ func (c *Client) verifyResource(ctx context.Context, res spec.Resource) error {
 	switch {
 	case res.Digest == nil:
 		return errors.New("no digest: the signature does not cover its content")
-	case res.Digest.NormalisationAlgorithm == spec.NormalisationExcludeFromSignature:
+	case res.Digest.HashAlgorithm == spec.HashNoDigest || res.Digest.NormalisationAlgorithm == spec.NormalisationExcludeFromSignature:
 		return errors.New("excluded from the signature")
 	case want == "":
 		return fmt.Errorf("digest %s/%s cannot be checked (SHA-256 blob or OCI artifact digests can)", res.Digest.HashAlgorithm, res.Digest.NormalisationAlgorithm)

@@ -31,7 +31,10 @@ func newSignedFixture(t testing.TB) *signedFixture {
 		f.artifacts = append(f.artifacts, a)
 	}
 	f.vector = f.signedVector(t, "1.0.0", f.artifacts...)
-	f.reg.Push(t, subPath, append(f.artifacts, f.vector)...)
+	// The same vector signed, then stored as OCM v1 stored descriptors: YAML in a tar.
+	legacy := f.signedVector(t, "1.0.0-yaml", f.artifacts...)
+	legacy.DescriptorMediaType = spec.MediaTypeDescriptorYAMLTar
+	f.reg.Push(t, subPath, append(f.artifacts, f.vector, legacy)...)
 	return f
 }
 
@@ -69,13 +72,27 @@ func (f *signedFixture) verify(t testing.TB, client *ocm.Client, version string,
 func TestVerifyVector(t *testing.T) {
 	f := newSignedFixture(t)
 	client := ocm.NewClient(ocm.Options{})
-	if err := f.verify(t, client, "1.0.0", f.policy()); err != nil {
-		t.Fatalf("signed vector: %v", err)
+	for _, version := range []string{"1.0.0", "1.0.0-yaml"} {
+		if err := f.verify(t, client, version, f.policy()); err != nil {
+			t.Fatalf("signed vector %s: %v", version, err)
+		}
 	}
 	// Verified content is cached by digest: the registry is not asked again.
 	before := f.reg.Requests()
 	if err := f.verify(t, client, "1.0.0", f.policy()); err != nil || f.reg.Requests() != before {
 		t.Fatalf("cached verification: %v, %d requests", err, f.reg.Requests()-before)
+	}
+	// A reconcile request reads the registry again: once the chart's tag names other content, the vector fails,
+	// and keeps failing when the cache is consulted again.
+	f.pushChart(t, "appa", "1.0.0", "two")
+	for _, ctx := range []context.Context{ocm.BypassCache(context.Background()), context.Background()} {
+		v, err := client.ResolveVector(ctx, f.reg.Ref(subPath, vectorName, "1.0.0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := client.VerifyVector(ctx, v, f.policy()); !errors.Is(err, ocm.ErrDigestMismatch) {
+			t.Fatalf("after the tag moved: got %v, want DigestMismatch", err)
+		}
 	}
 	// The cache is per policy: another key is checked, and refused.
 	other := ocm.TrustPolicy{Keys: signing.Keys{"acme": {PublicKey: &rsaKey(t).PublicKey}}}
@@ -136,14 +153,26 @@ func TestVerifyVectorDigests(t *testing.T) {
 }
 
 // BenchmarkVerifyVector measures reading and verifying a signed vector of 2 artifacts (RSA-2048 PSS, v4alpha1):
-// cold, with a new client each time (registry reads, normalisation, RSA, the charts' manifest digests); and cached,
-// with the client's caches warm.
+// cold, with a new client each time (registry reads, normalisation, RSA, the charts' manifest digests); the
+// verification alone, of a vector already read (normalisation, RSA, the charts' manifest digests); and cached, with
+// the client's caches warm.
 func BenchmarkVerifyVector(b *testing.B) {
 	f := newSignedFixture(b)
 	policy := f.policy()
 	b.Run("cold", func(b *testing.B) {
 		for b.Loop() {
 			if err := f.verify(b, ocm.NewClient(ocm.Options{}), "1.0.0", policy); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("verify-only", func(b *testing.B) {
+		v, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), f.reg.Ref(subPath, vectorName, "1.0.0"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if err := ocm.NewClient(ocm.Options{}).VerifyVector(context.Background(), v, policy); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -59,13 +59,15 @@ func TestVerifiedVectors(t *testing.T) {
 		name, vector string
 		verify       bool // spec.verify with the key; else the operator's default
 		reason       string
+		secret       string // spec.verify's Secret, when not the one holding the key
 	}{
-		{"signed", signedBy("1.0.0", key, app), true, ""},
-		{"unsigned", signedBy("2.0.0", nil, app), true, konfidencev1.SignatureMissingReason},
-		{"other-key", signedBy("3.0.0", otherKey, app), true, konfidencev1.SignatureInvalidReason},
-		{"artifact-changed", movedVector, true, konfidencev1.DigestMismatchReason},
-		{"default-signed", reg.Ref("", "acme.org/vectors/shop", "1.0.0"), false, ""},
-		{"default-unsigned", reg.Ref("", "acme.org/vectors/shop", "2.0.0"), false, konfidencev1.SignatureMissingReason},
+		{"signed", signedBy("1.0.0", key, app), true, "", ""},
+		{"unsigned", signedBy("2.0.0", nil, app), true, konfidencev1.SignatureMissingReason, ""},
+		{"other-key", signedBy("3.0.0", otherKey, app), true, konfidencev1.SignatureInvalidReason, ""},
+		{"artifact-changed", movedVector, true, konfidencev1.DigestMismatchReason, ""},
+		{"default-signed", reg.Ref("", "acme.org/vectors/shop", "1.0.0"), false, "", ""},
+		{"default-unsigned", reg.Ref("", "acme.org/vectors/shop", "2.0.0"), false, konfidencev1.SignatureMissingReason, ""},
+		{"no-key-secret", reg.Ref("", "acme.org/vectors/shop", "1.0.0"), true, konfidencev1.SignatureInvalidReason, "absent"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := newNamespace(t)
@@ -75,7 +77,11 @@ func TestVerifiedVectors(t *testing.T) {
 			}
 			if tc.verify {
 				createKeySecret(t, ns, "keys", &key.PublicKey)
-				vd.Spec.Verify = &konfidencev1.VectorVerification{Signatures: []string{"acme"}, SecretRef: meta.LocalObjectReference{Name: "keys"}}
+				secret := "keys"
+				if tc.secret != "" {
+					secret = tc.secret
+				}
+				vd.Spec.Verify = &konfidencev1.VectorVerification{Signatures: []string{"acme"}, SecretRef: meta.LocalObjectReference{Name: secret}}
 			}
 			if err := env.Client.Create(ctx, vd); err != nil {
 				t.Fatal(err)

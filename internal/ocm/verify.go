@@ -219,19 +219,20 @@ func (c *Client) manifestDigest(ctx context.Context, imageReference string) (str
 // verificationKey identifies a verification by content: the digests of the vector's and artifacts' manifests
 // (which pin their descriptors), the required names and the trusted keys.
 func verificationKey(v *Vector, policy TrustPolicy) string {
-	h := sha256.New()
-	fmt.Fprintln(h, v.Digest)
+	var b strings.Builder
+	b.WriteString(v.Digest + "\n")
 	for _, a := range v.Artifacts {
 		if a != nil {
-			fmt.Fprintln(h, a.Digest)
+			b.WriteString(a.Digest + "\n")
 		}
 	}
-	fmt.Fprintln(h, strings.Join(policy.Signatures, ","))
+	b.WriteString(strings.Join(policy.Signatures, ",") + "\n")
 	for _, name := range slices.Sorted(maps.Keys(policy.Keys)) {
 		k := policy.Keys[name]
-		fmt.Fprintf(h, "%q %x %x\n", name, k.PublicKey.N.Bytes(), certificateRaw(k))
+		b.WriteString(fmt.Sprintf("%q %x %x\n", name, k.PublicKey.N.Bytes(), certificateRaw(k)))
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])
 }
 
 func certificateRaw(k signing.TrustedKey) []byte {

@@ -87,7 +87,7 @@ func TestVerifiedVectors(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.reason == "" {
-				vd = waitForCondition(t, vd, konfidencev1.VectorDownloadedCondition, metav1.ConditionTrue, meta.SucceededReason)
+				waitForCondition(t, vd, konfidencev1.VectorDownloadedCondition, metav1.ConditionTrue, meta.SucceededReason)
 				ads := listADs(t, ns)
 				if len(ads) != 1 {
 					t.Fatalf("ArtifactDeployments: %v", keys(ads))

@@ -128,14 +128,16 @@ func TestTamperingCoveredFields(t *testing.T) {
 		"resource added": func(d map[string]any) {
 			comp(d)["resources"] = append(comp(d)["resources"].([]any), map[string]any{"name": "extra", "version": "1", "type": "t", "relation": "local"})
 		},
-		"source name":          func(d map[string]any) { comp(d)["sources"].([]any)[0].(map[string]any)["name"] = "other" },
-		"reference version":    func(d map[string]any) { ref(d)["version"] = "2.0.0" },
-		"reference component":  func(d map[string]any) { ref(d)["componentName"] = "acme.org/evil" },
-		"reference digest":     func(d map[string]any) { ref(d)["digest"].(map[string]any)["value"] = strings.Repeat("1", 64) },
-		"reference label":      func(d map[string]any) { label(ref(d))["value"] = "changed" },
-		"signed digest":        func(d map[string]any) { sig(d)["digest"].(map[string]any)["value"] = strings.Repeat("2", 64) },
-		"signature value":      func(d map[string]any) { flipPEM(sig(d)["signature"].(map[string]any)) },
-		"signature algorithm":  func(d map[string]any) { sig(d)["signature"].(map[string]any)["algorithm"] = signing.AlgorithmRSASSAPKCS1V15 },
+		"source name":         func(d map[string]any) { comp(d)["sources"].([]any)[0].(map[string]any)["name"] = "other" },
+		"reference version":   func(d map[string]any) { ref(d)["version"] = "2.0.0" },
+		"reference component": func(d map[string]any) { ref(d)["componentName"] = "acme.org/evil" },
+		"reference digest":    func(d map[string]any) { ref(d)["digest"].(map[string]any)["value"] = strings.Repeat("1", 64) },
+		"reference label":     func(d map[string]any) { label(ref(d))["value"] = "changed" },
+		"signed digest":       func(d map[string]any) { sig(d)["digest"].(map[string]any)["value"] = strings.Repeat("2", 64) },
+		"signature value":     func(d map[string]any) { flipPEM(sig(d)["signature"].(map[string]any)) },
+		"signature algorithm": func(d map[string]any) {
+			sig(d)["signature"].(map[string]any)["algorithm"] = signing.AlgorithmRSASSAPKCS1V15
+		},
 		"unknown normalisation": func(d map[string]any) {
 			sig(d)["digest"].(map[string]any)["normalisationAlgorithm"] = "jsonNormalisation/v9"
 		},
@@ -158,12 +160,22 @@ func TestExcludedFieldsKeepVerifying(t *testing.T) {
 	}
 	keys := keysOf(t, "acme", &key.PublicKey)
 	for name, change := range map[string]func(d map[string]any){
-		"resource access":       func(d map[string]any) { res(d)["access"] = map[string]any{"type": "ociArtifact", "imageReference": "mirror.example/podinfo:6.9.1"} },
-		"repositoryContexts":    func(d map[string]any) { comp(d)["repositoryContexts"] = []any{map[string]any{"type": "OCIRegistry", "baseUrl": "mirror.example"}} },
-		"non-signing label":     func(d map[string]any) { comp(d)["labels"] = append(comp(d)["labels"].([]any), map[string]any{"name": "note", "value": "x"}) },
-		"source access":         func(d map[string]any) { comp(d)["sources"].([]any)[0].(map[string]any)["access"] = map[string]any{"type": "gitHub", "commit": "abc"} },
-		"meta":                  func(d map[string]any) { d["meta"] = map[string]any{"schemaVersion": "v2", "extra": true} },
-		"another signature":     func(d map[string]any) { d["signatures"] = append(d["signatures"].([]any), map[string]any{"name": "other"}) },
+		"resource access": func(d map[string]any) {
+			res(d)["access"] = map[string]any{"type": "ociArtifact", "imageReference": "mirror.example/podinfo:6.9.1"}
+		},
+		"repositoryContexts": func(d map[string]any) {
+			comp(d)["repositoryContexts"] = []any{map[string]any{"type": "OCIRegistry", "baseUrl": "mirror.example"}}
+		},
+		"non-signing label": func(d map[string]any) {
+			comp(d)["labels"] = append(comp(d)["labels"].([]any), map[string]any{"name": "note", "value": "x"})
+		},
+		"source access": func(d map[string]any) {
+			comp(d)["sources"].([]any)[0].(map[string]any)["access"] = map[string]any{"type": "gitHub", "commit": "abc"}
+		},
+		"meta": func(d map[string]any) { d["meta"] = map[string]any{"schemaVersion": "v2", "extra": true} },
+		"another signature": func(d map[string]any) {
+			d["signatures"] = append(d["signatures"].([]any), map[string]any{"name": "other"})
+		},
 		"null resources list":   func(d map[string]any) { comp(d)["sources"] = []any{}; comp(d)["sources"] = nil },
 		"unknown field":         func(d map[string]any) { comp(d)["x-unknown"] = "ignored by OCM's v2 types" },
 		"empty extra identity":  func(d map[string]any) { ref(d)["extraIdentity"] = map[string]any{} },
@@ -261,12 +273,12 @@ func TestVerifyCertificates(t *testing.T) {
 
 func TestParseTrustedKey(t *testing.T) {
 	key := newKey(t)
-	pkix, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, data := range map[string][]byte{
-		"PKIX":        pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pkix}),
+		"PKIX":        pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}),
 		"PKCS1":       pem.EncodeToMemory(&pem.Block{Type: "RSA PUBLIC KEY", Bytes: x509.MarshalPKCS1PublicKey(&key.PublicKey)}),
 		"certificate": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: certificate(t, "x", key, nil, nil).Raw}),
 	} {
@@ -308,9 +320,11 @@ func edit(t testing.TB, doc []byte, f func(map[string]any)) []byte {
 	return out
 }
 
-func comp(d map[string]any) map[string]any  { return d["component"].(map[string]any) }
-func res(d map[string]any) map[string]any   { return comp(d)["resources"].([]any)[0].(map[string]any) }
-func ref(d map[string]any) map[string]any   { return comp(d)["componentReferences"].([]any)[0].(map[string]any) }
+func comp(d map[string]any) map[string]any { return d["component"].(map[string]any) }
+func res(d map[string]any) map[string]any  { return comp(d)["resources"].([]any)[0].(map[string]any) }
+func ref(d map[string]any) map[string]any {
+	return comp(d)["componentReferences"].([]any)[0].(map[string]any)
+}
 func sig(d map[string]any) map[string]any   { return d["signatures"].([]any)[0].(map[string]any) }
 func label(m map[string]any) map[string]any { return m["labels"].([]any)[0].(map[string]any) }
 

@@ -48,7 +48,8 @@ type inspectedResource struct {
 }
 
 func newVectorInspectCommand() *cobra.Command {
-	var uid, output, caFile, dockerConfig string
+	var uid, output string
+	var registry registryFlags
 	cmd := &cobra.Command{
 		Use:   "inspect REF [--uid U] [-o json|table]",
 		Short: "Resolve a vector and print its artifacts",
@@ -61,7 +62,7 @@ func newVectorInspectCommand() *cobra.Command {
 			if output != outputJSON && output != outputTable {
 				return fmt.Errorf("unknown output format %q (want json or table)", output)
 			}
-			opts, err := clientOptions(caFile, dockerConfig)
+			opts, err := registry.options()
 			if err != nil {
 				return err
 			}
@@ -89,14 +90,28 @@ func newVectorInspectCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&uid, "uid", "", "VectorDeployment UID, for artifacts that disable reuse")
 	f.StringVarP(&output, "output", "o", outputTable, "output format: json or table")
-	bindRegistryFlags(f, &caFile, &dockerConfig)
+	registry.bind(f)
 	return cmd
 }
 
-// bindRegistryFlags registers the flags clientOptions reads.
-func bindRegistryFlags(f *pflag.FlagSet, caFile, dockerConfig *string) {
-	f.StringVar(caFile, "ca-file", "", "PEM file of CAs to trust for registry TLS, instead of the system pool")
-	f.StringVar(dockerConfig, "docker-config", "", "docker config.json with registry credentials (auths, and the credential helpers of credsStore and credHelpers)")
+// registryFlags are the registry access flags of the commands that read vectors.
+type registryFlags struct {
+	caFile, dockerConfig    string
+	insecureCredentialHosts []string
+}
+
+func (r *registryFlags) bind(f *pflag.FlagSet) {
+	f.StringVar(&r.caFile, "ca-file", "", "PEM file of CAs to trust for registry TLS, instead of the system pool")
+	f.StringVar(&r.dockerConfig, "docker-config", "", "docker config.json with registry credentials (auths, and the credential helpers of credsStore and credHelpers)")
+	f.StringSliceVar(&r.insecureCredentialHosts, "insecure-registry-credentials-hosts", nil,
+		"registry hosts (host[:port]) credentials may be sent to over plain HTTP (http:// references); to others they are sent over TLS only")
+}
+
+// options returns the OCM client options the flags ask for.
+func (r *registryFlags) options() (ocm.Options, error) {
+	opts, err := clientOptions(r.caFile, r.dockerConfig)
+	opts.InsecureCredentialHosts = r.insecureCredentialHosts
+	return opts, err
 }
 
 func clientOptions(caFile, dockerConfig string) (ocm.Options, error) {

@@ -11,7 +11,8 @@ import (
 )
 
 func newVectorVerifyCommand() *cobra.Command {
-	var publicKey, signature, caFile, dockerConfig string
+	var publicKey, signature string
+	var registry registryFlags
 	cmd := &cobra.Command{
 		Use:   "verify REF --public-key FILE [--signature NAME]",
 		Short: "Verify a vector's OCM signature and the digests that pin its artifacts",
@@ -36,7 +37,7 @@ func newVectorVerifyCommand() *cobra.Command {
 			if signature != "" {
 				policy.Signatures = []string{signature}
 			}
-			opts, err := clientOptions(caFile, dockerConfig)
+			opts, err := registry.options()
 			if err != nil {
 				return err
 			}
@@ -55,7 +56,7 @@ func newVectorVerifyCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&publicKey, "public-key", "", "PEM file of the RSA public key or certificate that verifies the signature")
 	f.StringVar(&signature, "signature", "", "name of the signature that must verify; empty: any signature the key verifies")
-	bindRegistryFlags(f, &caFile, &dockerConfig)
+	registry.bind(f)
 	_ = cmd.MarkFlagRequired("public-key") // the flag exists
 	return cmd
 }

@@ -35,6 +35,7 @@ type Reconciler struct {
 	recorder      kuberecorder.EventRecorder
 	metrics       operating.ReconcileMetrics
 	configKey     types.NamespacedName
+	remote        RemoteOptions // bounds remote calls and each reconcile
 }
 
 // ownedConditions are the conditions of ArtifactDeployment this reconciler writes.
@@ -43,16 +44,6 @@ var ownedConditions = []string{
 	konfidencev1.ArtifactFetchedCondition, konfidencev1.ArtifactDeployedCondition,
 	konfidencev1.AppHealthyCondition, konfidencev1.DeploymentResultCreatedCondition,
 }
-
-// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments,verbs=get;list;watch
-// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmrepositories;ocirepositories,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmcharts,verbs=get;list;watch
-// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=services;secrets,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch,namespace=fluxdeployer-system
 
 // Reconcile brings the Flux objects of one ArtifactDeployment in line with it and reports their state.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
@@ -88,7 +79,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		ad.Status.SetLastHandledReconcileRequest(requested)
 	}
 
-	result, err := r.reconcile(ctx, ad)
+	// The steps run under a deadline, so that a remote target that never answers frees the worker; the status is
+	// still written afterwards, under the manager's context.
+	stepsCtx, cancel := context.WithTimeout(ctx, r.remote.reconcileTimeout())
+	defer cancel()
+	result, err := r.reconcile(stepsCtx, ad)
 	if err != nil {
 		return r.fail(ad, err)
 	}
@@ -112,7 +107,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	refs, err := resolveReferences(ctx, r.client, cfg, ad, a)
+	refs, err := resolveReferences(ctx, r.apiReader, cfg, ad, a)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -144,11 +139,9 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 		return ctrl.Result{}, err
 	}
 	summarize(ad, stalled)
-	// Services of a remote target cannot be watched from here; look again every interval.
-	if refs.target.kubeConfig != nil {
-		return ctrl.Result{RequeueAfter: cfg.interval}, nil
-	}
-	return ctrl.Result{}, nil
+	// As Flux's controllers, look again every interval: Secrets are not watched (see resolveReferences), nor
+	// can the Services of a remote target be.
+	return ctrl.Result{RequeueAfter: cfg.interval}, nil
 }
 
 func build(ad *konfidencev1.ArtifactDeployment, a artifact, refs references, cfg config) ([]client.Object, error) {

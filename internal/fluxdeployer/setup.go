@@ -42,6 +42,7 @@ const (
 type Options struct {
 	ConfigName      string
 	ConfigNamespace string
+	Remote          RemoteOptions
 }
 
 // BindFlags registers the deployer's flags.
@@ -50,6 +51,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"name of the Flux deployer's ConfigMap")
 	fs.StringVar(&o.ConfigNamespace, "flux-deployer-config-namespace", operatorNamespace(),
 		"namespace of the Flux deployer's ConfigMap (default: the operator's namespace)")
+	o.Remote.BindFlags(fs)
 }
 
 // operatorNamespace is the namespace the operator runs in: RUNTIME_NAMESPACE as for Flux's controllers, else the
@@ -70,29 +72,25 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 	return err
 }
 
+// What the Flux deployer reads and writes; docs/security.md gives the reason for each rule. Watched kinds are
+// read from the cache only (no get), Secrets only got by name (a list or watch would be every Secret of the
+// cluster), ConfigMaps only in the operator's namespace. Flux objects are written by server-side apply and merge
+// patches only; apply creates them, and setting their owner reference needs delete on them
+// (OwnerReferencesPermissionEnforcement).
+// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments/status,verbs=patch
+// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments/finalizers,verbs=update
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmrepositories;ocirepositories,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmcharts,verbs=list;watch
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=list;watch,namespace=fluxdeployer-system
+
 func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler, error) {
-	// A cache of its own holds the one ConfigMap and the labelled Services, so the process does not cache every
-	// ConfigMap and Service of the cluster.
-	exists, err := labels.NewRequirement(konfidencev1.ArtifactDeploymentLabel, selection.Exists, nil)
+	narrow, err := o.narrowCache(mgr, shared.WatchNamespace)
 	if err != nil {
-		return nil, err
-	}
-	narrow, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient: mgr.GetHTTPClient(),
-		Scheme:     mgr.GetScheme(),
-		Mapper:     mgr.GetRESTMapper(),
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {
-				Namespaces: map[string]cache.Config{o.ConfigNamespace: {}},
-				Field:      fields.OneTermEqualSelector("metadata.name", o.ConfigName),
-			},
-			&corev1.Service{}: {Label: labels.NewSelector().Add(*exists)},
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := mgr.Add(narrow); err != nil {
 		return nil, err
 	}
 	recorder, err := shared.NewEventRecorder(mgr, ControllerName)
@@ -108,6 +106,7 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		recorder:      recorder,
 		metrics:       shared.ReconcileMetrics(mgr, "ArtifactDeployment"),
 		configKey:     types.NamespacedName{Namespace: o.ConfigNamespace, Name: o.ConfigName},
+		remote:        o.Remote,
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
@@ -120,11 +119,40 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		Owns(&helmv2.HelmRelease{}).
 		Owns(&kustomizev1.Kustomization{}).
 		Watches(&sourcev1.HelmChart{}, handler.EnqueueRequestsFromMapFunc(r.helmChartOwner)).
-		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretUsers)).
 		WatchesRawSource(source.Kind(narrow, &corev1.Service{}, handler.TypedEnqueueRequestsFromMapFunc(r.serviceOwner))).
 		WatchesRawSource(source.Kind(narrow, &corev1.ConfigMap{}, handler.TypedEnqueueRequestsFromMapFunc(r.everyArtifactDeployment))).
 		Complete(r)
 	return r, err
+}
+
+// narrowCache is a cache of the deployer's own for the one ConfigMap and the labelled Services, so the process
+// does not cache every ConfigMap and Service of the cluster; with a watch namespace (--watch-all-namespaces=false)
+// only that namespace's Services.
+func (o *Options) narrowCache(mgr ctrl.Manager, watchNamespace string) (cache.Cache, error) {
+	exists, err := labels.NewRequirement(konfidencev1.ArtifactDeploymentLabel, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	services := cache.ByObject{Label: labels.NewSelector().Add(*exists)}
+	if watchNamespace != "" {
+		services.Namespaces = map[string]cache.Config{watchNamespace: {}}
+	}
+	narrow, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient: mgr.GetHTTPClient(),
+		Scheme:     mgr.GetScheme(),
+		Mapper:     mgr.GetRESTMapper(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {
+				Namespaces: map[string]cache.Config{o.ConfigNamespace: {}},
+				Field:      fields.OneTermEqualSelector("metadata.name", o.ConfigName),
+			},
+			&corev1.Service{}: services,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return narrow, mgr.Add(narrow)
 }
 
 // helmChartOwner maps the HelmChart helm-controller creates (without an owner reference) to the
@@ -149,23 +177,6 @@ func (r *Reconciler) serviceOwner(_ context.Context, svc *corev1.Service) []reco
 		namespace = svc.Namespace
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: namespace, Name: l[konfidencev1.ArtifactDeploymentLabel]}}}
-}
-
-// secretUsers requeues the ArtifactDeployments of a namespace when a Secret the configuration names appears or
-// goes away there: a pull Secret or the conventional kubeconfig Secret is referenced only while it exists.
-func (r *Reconciler) secretUsers(ctx context.Context, obj client.Object) []reconcile.Request {
-	cfg, err := loadConfig(ctx, r.configReader, r.configKey)
-	if err != nil {
-		return nil
-	}
-	named := obj.GetName() == cfg.deploymentTargetSecretName
-	for _, name := range cfg.authenticationSecretRefs {
-		named = named || obj.GetName() == name
-	}
-	if !named {
-		return nil
-	}
-	return r.artifactDeployments(ctx, client.InNamespace(obj.GetNamespace()))
 }
 
 // everyArtifactDeployment requeues all ArtifactDeployments: the configuration applies to each.

@@ -28,7 +28,9 @@ type references struct {
 
 // resolveReferences decides the target and the pull Secret of an ArtifactDeployment. Only Secrets that exist
 // are referenced: Flux fails a source whose secretRef is missing, while an anonymous pull of a public
-// registry works.
+// registry works. r reads the API server directly: watching Secrets would need list and watch on every Secret of
+// the cluster, which RBAC cannot limit to metadata, so the deployer may only get Secrets it names, and a Secret
+// created or deleted later is noticed at the next interval (or reconcile request).
 func resolveReferences(ctx context.Context, r client.Reader, cfg config, ad *konfidencev1.ArtifactDeployment, a artifact) (references, error) {
 	refs := references{target: target{namespace: cfg.targetNamespace}}
 	if refs.target.namespace == "" {
@@ -57,7 +59,7 @@ func resolveReferences(ctx context.Context, r client.Reader, cfg config, ad *kon
 	return refs, nil
 }
 
-// secretExists reads only the Secret's metadata, so the cache holds no Secret data.
+// secretExists reads only the Secret's metadata: the operator never holds the data of a Secret it only refers to.
 func secretExists(ctx context.Context, r client.Reader, namespace, name string) (bool, error) {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))

@@ -103,17 +103,34 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 	if err != nil {
 		return nil, err
 	}
-	key := cacheKey(r)
+	if err := c.allowed(r); err != nil {
+		return nil, err
+	}
+	a, err := c.access(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	key := cacheKey(r, a)
 	if v, ok := c.vectors.get(ctx, key); ok {
 		return v, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	cv, err := c.readComponentVersion(ctx, r)
+	if !r.IsCTF() {
+		release, err := c.hosts.acquire(ctx, r.Host(), r.String())
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	cv, err := c.readComponentVersion(ctx, r, a)
 	if err != nil {
-		return nil, err
+		return nil, a.explain(err)
 	}
 	refs := cv.descriptor.Component.References
+	if len(refs) > c.opts.MaxReferences {
+		return nil, newError(ReasonTooManyReferences, r.String(), "the vector references %d components, at most %d are read", len(refs), c.opts.MaxReferences)
+	}
 	v := &Vector{
 		Component:  cv.descriptor.Component.Name,
 		Version:    cv.descriptor.Component.Version,
@@ -133,7 +150,8 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 			continue
 		}
 		g.Go(func() error {
-			v.Artifacts[i], v.Errors[i] = c.resolveArtifact(ctx, ar)
+			v.Artifacts[i], v.Errors[i] = c.resolveArtifact(ctx, ar, a)
+			v.Errors[i] = a.explain(v.Errors[i])
 			return nil
 		})
 	}
@@ -147,12 +165,13 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 	return v, nil
 }
 
-func (c *Client) resolveArtifact(ctx context.Context, r Ref) (*Artifact, error) {
-	key := cacheKey(r)
+// resolveArtifact reads an artifact in the vector's repository, with the vector's access.
+func (c *Client) resolveArtifact(ctx context.Context, r Ref, acc access) (*Artifact, error) {
+	key := cacheKey(r, acc)
 	if a, ok := c.artifacts.get(ctx, key); ok {
 		return a, nil
 	}
-	cv, err := c.readComponentVersion(ctx, r)
+	cv, err := c.readComponentVersion(ctx, r, acc)
 	if err != nil {
 		return nil, err
 	}
@@ -227,9 +246,10 @@ func canonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// cacheKey identifies a component version across spellings of its repository: the scheme matters only as
-// plain HTTP versus TLS, and a CTF by its absolute path.
-func cacheKey(r Ref) string {
+// cacheKey identifies a component version across spellings of its repository (the scheme matters only as plain
+// HTTP versus TLS, and a CTF by its absolute path) together with the credential it is read with: what one
+// credential may read is served from the cache only to reads presenting the same credential.
+func cacheKey(r Ref, a access) string {
 	repo := r.Host() + "/" + r.SubPath
 	switch {
 	case r.IsCTF():
@@ -241,5 +261,5 @@ func cacheKey(r Ref) string {
 	case r.PlainHTTP():
 		repo = "http://" + repo
 	}
-	return strings.Join([]string{repo, r.Component, r.Version, r.Digest}, "\x00")
+	return strings.Join([]string{repo, r.Component, r.Version, r.Digest, a.id}, "\x00")
 }

@@ -259,20 +259,20 @@ func TestResolveVectorNotFoundAndInvalid(t *testing.T) {
 }
 
 func TestResolveVectorBasicAuth(t *testing.T) {
-	reg := ocmtest.NewRegistry(t, ocmtest.WithBasicAuth("robot", "s3cr3t-pw"))
+	reg := ocmtest.NewRegistry(t, ocmtest.WithBasicAuth("robot", "s3cr3t-pw"), ocmtest.WithTLS())
 	a := ocmtest.Artifact("acme.org/artifacts/a", "1.0.0", "cloud.konfidence.flux.helm", true)
 	reg.Push(t, subPath, a, ocmtest.Vector(vectorName, "1.0.0", a))
 	ref := reg.Ref(subPath, vectorName, "1.0.0")
 	ctx := context.Background()
 
-	_, err := ocm.NewClient(ocm.Options{}).ResolveVector(ctx, ref)
+	_, err := ocm.NewClient(ocm.Options{RootCAs: reg.CertPool()}).ResolveVector(ctx, ref)
 	assertError(t, err, ocm.ErrUnauthorized, false)
 
 	wrong := ocm.Credentials{}
 	if err := wrong.AddDockerConfigJSON([]byte(`{"auths":{"` + reg.Host + `":{"username":"robot","password":"wrong-pw"}}}`)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = ocm.NewClient(ocm.Options{Credentials: wrong}).ResolveVector(ctx, ref)
+	_, err = ocm.NewClient(ocm.Options{Credentials: wrong, RootCAs: reg.CertPool()}).ResolveVector(ctx, ref)
 	assertError(t, err, ocm.ErrUnauthorized, false)
 	if strings.Contains(err.Error(), "wrong-pw") {
 		t.Errorf("error %q leaks the password", err)
@@ -286,7 +286,7 @@ func TestResolveVectorBasicAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := ocm.NewClient(ocm.Options{Credentials: creds}).ResolveVector(ctx, ref)
+	v, err := ocm.NewClient(ocm.Options{Credentials: creds, RootCAs: reg.CertPool()}).ResolveVector(ctx, ref)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ package vectordeployment
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
@@ -33,8 +34,10 @@ type Reconciler struct {
 	// APIReader reads around the cache, where a stale read would misjudge a name as free or taken.
 	APIReader client.Reader
 	Source    VectorSource
-	Recorder  record.EventRecorder
-	Metrics   operating.ReconcileMetrics
+	// Credentials says which registry credentials each VectorDeployment's reads present.
+	Credentials RegistryCredentials
+	Recorder    record.EventRecorder
+	Metrics     operating.ReconcileMetrics
 	// RequeueDependency, when set, reconciles a VectorDeployment again this soon while its ArtifactDeployments are
 	// on their way, as Flux requeues an object whose dependencies are not ready. Their watch usually comes first;
 	// this bounds the wait when an event is missed.
@@ -47,7 +50,7 @@ type Reconciler struct {
 }
 
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments,verbs=get;list;watch
-// +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments/status,verbs=patch
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments/finalizers,verbs=update
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
@@ -99,7 +102,14 @@ func (r *Reconciler) event(vd *konfidencev1.VectorDeployment, eventtype, reason,
 
 // reconcile runs the steps of a reconcile on vd, recording their outcome in vd's status.
 func (r *Reconciler) reconcile(ctx context.Context, vd *konfidencev1.VectorDeployment) (ctrl.Result, error) {
-	artifacts, err := r.resolve(ctx, vd)
+	creds, err := r.Credentials.forVectorDeployment(ctx, r.APIReader, vd)
+	if serr := (*secretError)(nil); errors.As(err, &serr) {
+		r.fail(vd, serr.reason, false, serr.Error()) // retried: the Secret may yet be created or fixed
+		return ctrl.Result{}, err
+	} else if err != nil {
+		return ctrl.Result{}, err
+	}
+	artifacts, err := r.resolve(ocm.WithCredentials(ctx, creds), vd)
 	if err != nil || artifacts == nil {
 		return ctrl.Result{}, err
 	}
@@ -135,16 +145,31 @@ func reconcileRequest(vd *konfidencev1.VectorDeployment) (string, bool) {
 
 // Options configure the VectorDeployment reconciler from flags.
 type Options struct {
-	registrySecrets    []string
-	requireSignatures  bool
-	signatureKeys      string
-	requiredSignatures []string
+	registrySecrets            []string
+	registrySecretsHosts       []string
+	insecureRegistryCredsHosts []string
+	allowedRegistries          []string
+	registryHostConcurrency    int
+	requireSignatures          bool
+	signatureKeys              string
+	requiredSignatures         []string
 }
 
 // BindFlags registers the reconciler's flags.
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.registrySecrets, "registry-secrets", nil,
-		"namespace/name of kubernetes.io/dockerconfigjson Secrets with credentials for the OCM registries (read at start)")
+		"namespace/name of kubernetes.io/dockerconfigjson Secrets with the operator's credentials for OCM registries, "+
+			"used only for the hosts --registry-secrets-hosts lists (read at every reconcile)")
+	fs.StringSliceVar(&o.registrySecretsHosts, "registry-secrets-hosts", nil,
+		"registry hosts (host[:port]) the credentials of --registry-secrets are presented to on any VectorDeployment's "+
+			"behalf; other hosts are read with the VectorDeployment's own spec.secretRef, or anonymously")
+	fs.StringSliceVar(&o.insecureRegistryCredsHosts, "insecure-registry-credentials-hosts", nil,
+		"registry hosts (host[:port]) credentials may be sent to over plain HTTP (http:// references); to others they are sent over TLS only")
+	fs.StringSliceVar(&o.allowedRegistries, "allowed-registries", nil,
+		"registry hosts (host[:port]) VectorDeployments may name; a reference to another host is refused (RegistryNotAllowed). Empty allows every host")
+	fs.IntVar(&o.registryHostConcurrency, "registry-host-concurrency", ocm.DefaultHostConcurrency,
+		"vectors read at once from one registry host; a further read waits up to 10s, then is retried (RegistryBusy). "+
+			"Keep it below --concurrent, so that a registry that never answers cannot hold every worker")
 	fs.BoolVar(&o.requireSignatures, "require-signatures", false,
 		"deploy only vectors whose OCM signatures verify with the keys of --signature-keys-secret, for VectorDeployments without spec.verify")
 	fs.StringVar(&o.signatureKeys, "signature-keys-secret", "fluxdeployer-signature-keys",
@@ -163,7 +188,7 @@ func (o *Options) trustDefault() (TrustDefault, error) {
 
 // SetupWithManager registers the reconciler with the manager.
 func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) error {
-	credentials, err := registryCredentials(context.Background(), mgr.GetAPIReader(), o.registrySecrets)
+	secrets, err := parseSecretKeys(o.registrySecrets)
 	if err != nil {
 		return err
 	}
@@ -176,9 +201,14 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 		return err
 	}
 	r := &Reconciler{
-		Client:            mgr.GetClient(),
-		APIReader:         mgr.GetAPIReader(),
-		Source:            ocmSource{resolver: ocm.NewClient(ocm.Options{Credentials: credentials})},
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Source: ocmSource{resolver: ocm.NewClient(ocm.Options{
+			InsecureCredentialHosts: o.insecureRegistryCredsHosts,
+			AllowedHosts:            o.allowedRegistries,
+			HostConcurrency:         o.registryHostConcurrency,
+		})},
+		Credentials:       RegistryCredentials{Secrets: secrets, Hosts: o.registrySecretsHosts},
 		Recorder:          recorder,
 		Metrics:           shared.ReconcileMetrics(mgr, "VectorDeployment"),
 		RequeueDependency: shared.RequeueDependency,

@@ -47,6 +47,8 @@ type managerOptions struct {
 	requests *testenv.RequestRecorder
 	// requeueDependency is the reconciler's RequeueDependency.
 	requeueDependency time.Duration
+	// credentials are the reconciler's registry credentials.
+	credentials RegistryCredentials
 	// trust is the reconciler's operator-wide verification policy.
 	trust TrustDefault
 }
@@ -77,6 +79,7 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 		Client:            mgr.GetClient(),
 		APIReader:         mgr.GetAPIReader(),
 		Source:            ocmSource{resolver: o.resolver},
+		Credentials:       o.credentials,
 		Recorder:          recorder,
 		hashLength:        o.hashLength,
 		RequeueDependency: o.requeueDependency,

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -85,17 +87,78 @@ func rawJSON(raw []byte) *apiextensionsv1.JSON {
 	return &apiextensionsv1.JSON{Raw: append([]byte(nil), raw...)}
 }
 
-// registryCredentials reads the configured kubernetes.io/dockerconfigjson Secrets ("namespace/name").
-func registryCredentials(ctx context.Context, reader client.Reader, refs []string) (ocm.Credentials, error) {
-	secrets := make([]corev1.Secret, len(refs))
+// RegistryCredentials says which registry credentials a VectorDeployment's reads present. They are read at every
+// reconcile, around the cache: a rotated Secret takes effect at the next reconcile, without a restart, and the
+// operator needs no watch on Secrets.
+type RegistryCredentials struct {
+	// Secrets are the operator's own kubernetes.io/dockerconfigjson Secrets (--registry-secrets).
+	Secrets []client.ObjectKey
+	// Hosts are the registry hosts the operator's Secrets are used for (--registry-secrets-hosts): any tenant may
+	// name any host, so credentials for other hosts must not be presented on a tenant's behalf.
+	Hosts []string
+}
+
+// forVectorDeployment returns the credentials of vd's reads: the operator's for the hosts it allows them for, then
+// those of vd's own Secret (spec.secretRef), which win for the hosts they name.
+func (rc RegistryCredentials) forVectorDeployment(ctx context.Context, reader client.Reader, vd *konfidencev1.VectorDeployment) (ocm.Credentials, error) {
+	global, err := registryCredentials(ctx, reader, rc.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	creds := ocm.Credentials{}
+	for _, host := range rc.Hosts {
+		if cred, ok := global[host]; ok {
+			creds[host] = cred
+		}
+	}
+	if vd.Spec.SecretRef == nil {
+		return creds, nil
+	}
+	own, err := registryCredentials(ctx, reader, []client.ObjectKey{{Namespace: vd.Namespace, Name: vd.Spec.SecretRef.Name}})
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(creds, own)
+	return creds, nil
+}
+
+// secretError is a registry Secret that could not be read, with its condition reason.
+type secretError struct {
+	reason string
+	err    error
+}
+
+func (e *secretError) Error() string { return e.err.Error() }
+func (e *secretError) Unwrap() error { return e.err }
+
+// registryCredentials reads kubernetes.io/dockerconfigjson Secrets; later ones win for a host they share.
+func registryCredentials(ctx context.Context, reader client.Reader, keys []client.ObjectKey) (ocm.Credentials, error) {
+	secrets := make([]corev1.Secret, len(keys))
+	for i, key := range keys {
+		if err := reader.Get(ctx, key, &secrets[i]); err != nil {
+			reason := konfidencev1.RegistrySecretInvalidReason
+			if apierrors.IsNotFound(err) {
+				reason = konfidencev1.RegistrySecretNotFoundReason
+			}
+			return nil, &secretError{reason: reason, err: fmt.Errorf("registry secret %s: %w", key, err)}
+		}
+	}
+	creds, err := ocm.CredentialsFromSecrets(secrets...)
+	if err != nil {
+		return nil, &secretError{reason: konfidencev1.RegistrySecretInvalidReason, err: err}
+	}
+	return creds, nil
+}
+
+// parseSecretKeys reads namespace/name references to Secrets, as --registry-secrets takes them.
+func parseSecretKeys(refs []string) ([]client.ObjectKey, error) {
+	keys := make([]client.ObjectKey, len(refs))
 	for i, ref := range refs {
 		namespace, name, ok := strings.Cut(ref, "/")
 		if !ok || namespace == "" || name == "" {
 			return nil, fmt.Errorf("registry secret %q: want namespace/name", ref)
 		}
-		if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &secrets[i]); err != nil {
-			return nil, fmt.Errorf("registry secret %s: %w", ref, err)
-		}
+		keys[i] = client.ObjectKey{Namespace: namespace, Name: name}
 	}
-	return ocm.CredentialsFromSecrets(secrets...)
+	return keys, nil
 }

@@ -46,6 +46,9 @@ type ComponentVersion struct {
 	DescriptorMediaType string
 	// Index wraps the manifest in an OCI index, as OCM does when a local blob is itself an OCI artifact.
 	Index bool
+	// RawDescriptor, when set, is stored verbatim as the descriptor layer (of DescriptorMediaType) instead of the
+	// encoded descriptor: hostile or malformed descriptors for tests.
+	RawDescriptor []byte
 	// Signers sign the descriptor, in order.
 	Signers []Signer
 }
@@ -116,6 +119,9 @@ func Write(ctx context.Context, repo Repository, cv ComponentVersion) (ocispec.D
 	data, err := spec.Encode(mediaType, d)
 	if err != nil {
 		return ocispec.Descriptor{}, err
+	}
+	if cv.RawDescriptor != nil {
+		data = cv.RawDescriptor
 	}
 	descLayer, err := push(ctx, t, mediaType, data)
 	if err != nil {

@@ -42,6 +42,10 @@ const (
 	ReasonRegistryBusy Reason = "RegistryBusy"
 )
 
+// ReasonDescriptorMismatch is the reason when a descriptor names another component or version than the reference
+// it was read through, so the name would denote content published under another one.
+const ReasonDescriptorMismatch Reason = "DescriptorMismatch"
+
 // Reasons of signature verification (VerifyVector). Not permanent: a corrected key Secret heals them.
 const (
 	ReasonSignatureMissing Reason = "SignatureMissing"
@@ -96,6 +100,7 @@ var (
 	ErrCredentialsRequireTLS = &Error{Reason: ReasonCredentialsRequireTLS}
 	ErrRegistryNotAllowed    = &Error{Reason: ReasonRegistryNotAllowed}
 	ErrRegistryBusy          = &Error{Reason: ReasonRegistryBusy}
+	ErrDescriptorMismatch    = &Error{Reason: ReasonDescriptorMismatch}
 	ErrSignatureMissing      = &Error{Reason: ReasonSignatureMissing}
 	ErrSignatureInvalid      = &Error{Reason: ReasonSignatureInvalid}
 )
@@ -116,7 +121,7 @@ func IsPermanent(err error) bool {
 	switch ReasonOf(err) {
 	case ReasonReferenceInvalid, ReasonUnsupportedMediaType, ReasonDescriptorInvalid,
 		ReasonManifestMissing, ReasonManifestDuplicated, ReasonManifestInvalid, ReasonTooManyReferences,
-		ReasonRegistryNotAllowed:
+		ReasonRegistryNotAllowed, ReasonDescriptorMismatch:
 		return true
 	}
 	return false

@@ -83,8 +83,11 @@ func (c *Client) readComponentVersion(ctx context.Context, r Ref, a access) (*co
 		return nil, &Error{Reason: ReasonUnsupportedMediaType, Ref: r.String(), Err: err}
 	case err != nil:
 		return nil, err
-	case d.Component.Name != r.Component:
-		return nil, newError(ReasonDescriptorInvalid, r.String(), "descriptor is for component %q", d.Component.Name)
+	case d.Component.Name != r.Component || d.Component.Version != r.Version:
+		// A tag is only a pointer: were the descriptor's own name and version taken as they say, any tag could
+		// publish content under another version's (or component's) name, and the ArtifactDeployment named after it.
+		// The claims are cut to the longest valid name and version: they are the publisher's, of any length.
+		return nil, newError(ReasonDescriptorMismatch, r.String(), "descriptor is for %.255s:%.128s", d.Component.Name, d.Component.Version)
 	}
 	cv.descriptor, cv.raw = d, rawDescriptor{mediaType: layer.MediaType, data: data}
 	return cv, nil

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"oras.land/oras-go/v2/registry"
@@ -229,7 +230,7 @@ func verificationKey(v *Vector, policy TrustPolicy) string {
 	b.WriteString(strings.Join(policy.Signatures, ",") + "\n")
 	for _, name := range slices.Sorted(maps.Keys(policy.Keys)) {
 		k := policy.Keys[name]
-		b.WriteString(fmt.Sprintf("%q %x %x\n", name, k.PublicKey.N.Bytes(), certificateRaw(k)))
+		b.WriteString(strconv.Quote(name) + " " + hex.EncodeToString(k.PublicKey.N.Bytes()) + " " + hex.EncodeToString(certificateRaw(k)) + "\n")
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:])

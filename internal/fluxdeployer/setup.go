@@ -93,6 +93,9 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 	if err != nil {
 		return nil, err
 	}
+	if err := indexWorkloadNames(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
 	recorder, err := shared.NewEventRecorder(mgr, ControllerName)
 	if err != nil {
 		return nil, err
@@ -102,6 +105,7 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		apiReader:     mgr.GetAPIReader(),
 		configReader:  narrow,
 		serviceReader: narrow,
+		claims:        mgr.GetClient(),
 		scheme:        mgr.GetScheme(),
 		recorder:      recorder,
 		metrics:       shared.ReconcileMetrics(mgr, "ArtifactDeployment"),
@@ -119,6 +123,7 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		Owns(&helmv2.HelmRelease{}).
 		Owns(&kustomizev1.Kustomization{}).
 		Watches(&sourcev1.HelmChart{}, handler.EnqueueRequestsFromMapFunc(r.helmChartOwner)).
+		Watches(&konfidencev1.ArtifactDeployment{}, handler.EnqueueRequestsFromMapFunc(r.releasedClaims), builder.WithPredicates(onDelete)).
 		WatchesRawSource(source.Kind(narrow, &corev1.Service{}, handler.TypedEnqueueRequestsFromMapFunc(r.serviceOwner))).
 		WatchesRawSource(source.Kind(narrow, &corev1.ConfigMap{}, handler.TypedEnqueueRequestsFromMapFunc(r.everyArtifactDeployment))).
 		Complete(r)

@@ -10,6 +10,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,7 +34,8 @@ func (r *Reconciler) passOnSuspend(ctx context.Context, ad *konfidencev1.Artifac
 	requested, _ := meta.ReconcileAnnotationValue(ad.GetAnnotations())
 	for _, obj := range []client.Object{&sourcev1.HelmRepository{}, &sourcev1.OCIRepository{}, &helmv2.HelmRelease{}, &kustomizev1.Kustomization{}} {
 		key := types.NamespacedName{Namespace: ad.Namespace, Name: ad.Name}
-		if err := r.client.Get(ctx, key, obj); apierrors.IsNotFound(err) {
+		// A kind whose CRD is not installed has no objects to pass anything on to.
+		if err := r.client.Get(ctx, key, obj); apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 			continue
 		} else if err != nil {
 			return transient(konfidencev1.ApplyFailedReason, fmt.Errorf("reading %T %s: %w", obj, key, err))

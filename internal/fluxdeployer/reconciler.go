@@ -36,6 +36,7 @@ type Reconciler struct {
 	recorder      kuberecorder.EventRecorder
 	metrics       operating.ReconcileMetrics
 	configKey     types.NamespacedName
+	kinds         *fluxKinds    // the Flux kinds the API server serves; nil: all
 	remote        RemoteOptions // bounds remote calls and each reconcile
 }
 
@@ -122,6 +123,9 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	}
 	objects, err := build(ad, a, refs, cfg)
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.kinds.require(objects); err != nil {
 		return ctrl.Result{}, err
 	}
 	for _, obj := range objects {

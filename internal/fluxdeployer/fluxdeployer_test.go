@@ -14,4 +14,5 @@ func TestFluxDeployer(t *testing.T) {
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, h) })
 	t.Run("EndToEnd", func(t *testing.T) { testEndToEnd(t, h) })
 	t.Run("Operating", func(t *testing.T) { testOperating(t, h) })
+	t.Run("TargetNameConflict", func(t *testing.T) { testTargetNameConflict(t, h) })
 }

@@ -26,6 +26,11 @@ import (
 // steady-state reconcile writes nothing. The fields are merge-patched, not part of the server-side apply: a
 // suspended ArtifactDeployment is not built again, and its Flux objects stay as they were applied.
 func (r *Reconciler) passOn(ctx context.Context, ad *konfidencev1.ArtifactDeployment) error {
+	return r.passOnSuspend(ctx, ad, ad.Spec.Suspend)
+}
+
+// passOnSuspend is passOn with the suspend to set, which a refusal to deploy may impose.
+func (r *Reconciler) passOnSuspend(ctx context.Context, ad *konfidencev1.ArtifactDeployment, suspend bool) error {
 	requested, _ := meta.ReconcileAnnotationValue(ad.GetAnnotations())
 	for _, obj := range []client.Object{&sourcev1.HelmRepository{}, &sourcev1.OCIRepository{}, &helmv2.HelmRelease{}, &kustomizev1.Kustomization{}} {
 		key := types.NamespacedName{Namespace: ad.Namespace, Name: ad.Name}
@@ -38,7 +43,7 @@ func (r *Reconciler) passOn(ctx context.Context, ad *konfidencev1.ArtifactDeploy
 		if !metav1.IsControlledBy(obj, ad) {
 			continue
 		}
-		patch := operatingPatch(obj, ad.Spec.Suspend, requested)
+		patch := operatingPatch(obj, suspend, requested)
 		if patch == nil {
 			continue
 		}

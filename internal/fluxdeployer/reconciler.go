@@ -31,6 +31,7 @@ type Reconciler struct {
 	apiReader     client.Reader // reads from the API server, for what the cache cannot answer
 	configReader  client.Reader // holds only the configuration ConfigMap
 	serviceReader client.Reader // holds only Services labelled with an ArtifactDeployment
+	claims        client.Reader // ArtifactDeployments indexed by workloadNameIndex (the manager's cache)
 	scheme        *runtime.Scheme
 	recorder      kuberecorder.EventRecorder
 	metrics       operating.ReconcileMetrics
@@ -110,6 +111,14 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	}
 	refs, err := resolveReferences(ctx, r.apiReader, cfg, ad, a)
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.checkClaim(ctx, cfg, ad, refs.target); err != nil {
+		// Flux objects applied before the clash arose (e.g. before targetNamespace was set) stop acting on the
+		// other's workloads: suspended, not deleted, since deleting would uninstall what they share.
+		if suspendErr := r.passOnSuspend(ctx, ad, true); suspendErr != nil {
+			return ctrl.Result{}, suspendErr
+		}
 		return ctrl.Result{}, err
 	}
 	objects, err := build(ad, a, refs, cfg)

@@ -92,6 +92,9 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 	if err != nil {
 		return nil, err
 	}
+	if err := indexWorkloadNames(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
 	recorder, err := shared.NewEventRecorder(mgr, ControllerName)
 	if err != nil {
 		return nil, err
@@ -101,6 +104,7 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		apiReader:     mgr.GetAPIReader(),
 		configReader:  narrow,
 		serviceReader: narrow,
+		claims:        mgr.GetClient(),
 		scheme:        mgr.GetScheme(),
 		recorder:      recorder,
 		metrics:       shared.ReconcileMetrics(mgr, "ArtifactDeployment"),
@@ -115,6 +119,7 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		For(&konfidencev1.ArtifactDeployment{}, builder.WithPredicates(
 			predicate.NewPredicateFuncs(func(obj client.Object) bool { return handled(obj.(*konfidencev1.ArtifactDeployment)) }),
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&konfidencev1.ArtifactDeployment{}, handler.EnqueueRequestsFromMapFunc(r.releasedClaims), builder.WithPredicates(onDelete)).
 		WatchesRawSource(source.Kind(narrow, &corev1.Service{}, handler.TypedEnqueueRequestsFromMapFunc(r.serviceOwner))).
 		WatchesRawSource(source.Kind(narrow, &corev1.ConfigMap{}, handler.TypedEnqueueRequestsFromMapFunc(r.everyArtifactDeployment))).
 		WatchesRawSource(source.Channel(appeared, handler.EnqueueRequestsFromMapFunc(

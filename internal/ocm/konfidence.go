@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
@@ -36,8 +35,10 @@ type Vector struct {
 	// Digest is the vector's manifest (or index) digest.
 	Digest string
 	// References are the vector's component references as component:version, in the descriptor's order.
-	// Artifacts and Errors are aligned with them.
+	// Components, Artifacts and Errors are aligned with them.
 	References []string
+	// Components are the referenced component names.
+	Components []string
 	// Artifacts are the resolved artifacts; an entry is nil when that artifact failed.
 	Artifacts []*Artifact
 	// Errors holds, for each artifact that failed, why; nil entries resolved.
@@ -50,6 +51,9 @@ type Artifact struct {
 	Version   string
 	// Digest is the artifact's manifest (or index) digest.
 	Digest string
+	// Source is where the artifact was read from and what exactly: an OCM reference pinned by Digest, with the
+	// repository spelled one way whatever the vector's reference said (see Ref.Pinned).
+	Source string
 	// Type is the deployer type from the artifact manifest, e.g. cloud.konfidence.flux.helm.
 	Type string
 	// AllowReuse says whether VectorDeployments may share one ArtifactDeployment of this artifact.
@@ -128,6 +132,7 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 		Version:    cv.descriptor.Component.Version,
 		Digest:     cv.digest,
 		References: make([]string, len(refs)),
+		Components: make([]string, len(refs)),
 		Artifacts:  make([]*Artifact, len(refs)),
 		Errors:     make([]error, len(refs)),
 	}
@@ -135,6 +140,7 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 	g.SetLimit(c.opts.Concurrency)
 	for i, cref := range refs {
 		v.References[i] = cref.ComponentName + ":" + cref.Version
+		v.Components[i] = cref.ComponentName
 		ar, err := r.sibling(cref.ComponentName, cref.Version)
 		if err != nil {
 			v.Errors[i] = err
@@ -166,7 +172,10 @@ func (c *Client) resolveArtifact(ctx context.Context, r Ref, acc access) (*Artif
 	if err != nil {
 		return nil, err
 	}
-	a := &Artifact{Component: cv.descriptor.Component.Name, Version: cv.descriptor.Component.Version, Digest: cv.digest}
+	a := &Artifact{
+		Component: cv.descriptor.Component.Name, Version: cv.descriptor.Component.Version,
+		Digest: cv.digest, Source: r.Pinned(cv.digest),
+	}
 	manifests := 0
 	for _, res := range cv.descriptor.Component.Resources {
 		switch res.Type {
@@ -241,16 +250,5 @@ func canonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
 // HTTP versus TLS, and a CTF by its absolute path) together with the credential it is read with: what one
 // credential may read is served from the cache only to reads presenting the same credential.
 func cacheKey(r Ref, a access) string {
-	repo := r.Host() + "/" + r.SubPath
-	switch {
-	case r.IsCTF():
-		dir := strings.TrimPrefix(r.FilePath, "file://")
-		if abs, err := filepath.Abs(dir); err == nil {
-			dir = abs
-		}
-		repo = "ctf:" + dir
-	case r.PlainHTTP():
-		repo = "http://" + repo
-	}
-	return strings.Join([]string{repo, r.Component, r.Version, r.Digest, a.id}, "\x00")
+	return strings.Join([]string{r.Pinned(r.Digest), a.id}, "\x00")
 }

@@ -17,9 +17,11 @@ type VectorSource interface {
 // ResolvedArtifact is one artifact reference of a vector, read or failed.
 type ResolvedArtifact struct {
 	// Ref names the artifact (its component reference) in messages.
-	Ref      string
-	Artifact Artifact
-	Err      error
+	Ref string
+	// Component is the referenced component's name, also when the artifact failed.
+	Component string
+	Artifact  Artifact
+	Err       error
 }
 
 // Artifact is what an ArtifactDeployment is made of.
@@ -29,4 +31,7 @@ type Artifact struct {
 	Manifest  konfidencev1.ArtifactManifest
 	Tasks     []konfidencev1.TaskManifest
 	Resources []konfidencev1.Resource
+	// Source is what the artifact was read from, exactly (repository and content digest); two artifacts of one
+	// identity but different sources are different content under one name.
+	Source string
 }

@@ -33,7 +33,7 @@ func (s ocmSource) ResolveVector(ctx context.Context, ref string) ([]ResolvedArt
 	}
 	out := make([]ResolvedArtifact, len(v.References))
 	for i, name := range v.References {
-		out[i] = ResolvedArtifact{Ref: name, Err: v.Errors[i]}
+		out[i] = ResolvedArtifact{Ref: name, Component: v.Components[i], Err: v.Errors[i]}
 		if v.Artifacts[i] != nil {
 			out[i].Artifact = artifactFromOCM(v.Artifacts[i])
 		}
@@ -47,6 +47,7 @@ func artifactFromOCM(a *ocm.Artifact) Artifact {
 		Component: a.Component,
 		Version:   a.Version,
 		Manifest:  konfidencev1.ArtifactManifest{Type: a.Type, AllowReuse: a.AllowReuse},
+		Source:    a.Source,
 	}
 	for _, t := range a.Tasks {
 		out.Tasks = append(out.Tasks, konfidencev1.TaskManifest{

@@ -30,6 +30,7 @@ type Registry struct {
 	username  string
 	password  string
 	requests  atomic.Int64
+	down      atomic.Bool
 	mu        sync.Mutex
 	tampered  map[string]bool // blob digests whose content is served corrupted
 	// authorizations are the Authorization headers received, in order, empty ones left out.
@@ -117,6 +118,10 @@ func (r *Registry) handler(next http.Handler) http.Handler {
 			}
 			return
 		}
+		if r.down.Load() {
+			http.Error(w, "registry unavailable", http.StatusServiceUnavailable)
+			return
+		}
 		if r.username != "" {
 			if user, pass, ok := req.BasicAuth(); !ok || user != r.username || pass != r.password {
 				w.Header().Set("WWW-Authenticate", `Basic realm="ocmtest"`)
@@ -179,6 +184,10 @@ func (r *Registry) Authorizations() []string {
 	defer r.mu.Unlock()
 	return slices.Clone(r.authorizations)
 }
+
+// SetUnavailable makes the registry answer every request with 503 Service Unavailable while down is true, as
+// a registry in maintenance or behind a failing load balancer does.
+func (r *Registry) SetUnavailable(down bool) { r.down.Store(down) }
 
 // Requests is the number of HTTP requests served so far, including rejected ones.
 func (r *Registry) Requests() int64 { return r.requests.Load() }

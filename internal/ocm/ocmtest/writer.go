@@ -32,8 +32,11 @@ const (
 
 // ComponentVersion describes a component version to write.
 type ComponentVersion struct {
-	Name     string
-	Version  string
+	Name    string
+	Version string
+	// Tag, when set, is the version the component version is stored and referenced under instead of Version: a
+	// descriptor that lies about the reference it is read through, as a hostile publisher would write one.
+	Tag      string
 	Provider string // default "test"
 	// Resources with a Blob become local blobs; the others keep their Access.
 	Resources  []Resource
@@ -149,7 +152,15 @@ func Write(ctx context.Context, repo Repository, cv ComponentVersion) (ocispec.D
 			return ocispec.Descriptor{}, err
 		}
 	}
-	return tagged, t.Tag(ctx, tagged, spec.VersionTag(cv.Version))
+	return tagged, t.Tag(ctx, tagged, spec.VersionTag(cv.tag()))
+}
+
+// tag is the version a component version is stored and referenced under.
+func (cv ComponentVersion) tag() string {
+	if cv.Tag != "" {
+		return cv.Tag
+	}
+	return cv.Version
 }
 
 func provider(name string) json.RawMessage {
@@ -299,7 +310,7 @@ func TaskResource(t ocm.Task) Resource {
 func Vector(component, version string, artifacts ...ComponentVersion) ComponentVersion {
 	v := ComponentVersion{Name: component, Version: version, Provider: "konfidence"}
 	for i, a := range artifacts {
-		v.References = append(v.References, spec.Reference{Name: fmt.Sprintf("ref-%d", i), ComponentName: a.Name, Version: a.Version})
+		v.References = append(v.References, spec.Reference{Name: fmt.Sprintf("ref-%d", i), ComponentName: a.Name, Version: a.tag()})
 	}
 	return v
 }

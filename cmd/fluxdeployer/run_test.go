@@ -23,14 +23,43 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
-// TestManagerLifecycle starts the operator's manager against a real API server: it reports healthy and, once its
-// caches have synced, ready; asked to stop while a registry read and a call to a remote target hang on servers that
-// never answer, it stops within its --graceful-shutdown-timeout (and reports no error).
-func TestManagerLifecycle(t *testing.T) {
+// TestManagerServesProbes starts the operator's manager against a real API server and checks that it reports
+// healthy and, once its caches have synced, ready.
+func TestManagerServesProbes(t *testing.T) {
 	// Both reconcilers run, so the Flux CRDs the Flux deployer watches must be installed.
 	env := testenv.Start(t, filepath.Join(testenv.RepoRoot(), "internal", "fluxdeployer", "testdata", "crds"))
+	o := parseRunOptions(t, "--metrics-addr=0", "--health-addr="+testenv.FreeAddr(t))
+	o.reuseControllerNames = true
+	mgr, err := newManager(env.Config, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunManager(t, mgr)
+	for _, probe := range []string{"healthz", "readyz"} {
+		url := fmt.Sprintf("http://%s/%s", o.healthAddr, probe)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			resp, err := http.Get(url)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never answered 200 (last: %v)", url, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// TestManagerStopsWithCallsInFlight asks the operator's manager to stop while a registry read and a call to a
+// remote target hang on servers that never answer: it stops within its --graceful-shutdown-timeout, without error.
+func TestManagerStopsWithCallsInFlight(t *testing.T) {
+	env := testenv.Start(t, filepath.Join(testenv.RepoRoot(), "internal", "fluxdeployer", "testdata", "crds"))
 	ns := namespace(t, env.Client)
-	o := parseRunOptions(t, "--metrics-addr=0", "--health-addr="+testenv.FreeAddr(t), "--graceful-shutdown-timeout=10s",
+	o := parseRunOptions(t, "--metrics-addr=0", "--health-addr=0", "--graceful-shutdown-timeout=10s",
 		// Nothing but the manager's context ends the calls in flight: no request timeout, a far deadline.
 		"--remote-request-timeout=0", "--reconcile-timeout=1h", "--flux-deployer-config-namespace="+ns)
 	o.reuseControllerNames = true
@@ -43,46 +72,27 @@ func TestManagerLifecycle(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- mgr.Start(ctx) }()
 
-	t.Run("serves probes", func(t *testing.T) {
-		for _, probe := range []string{"healthz", "readyz"} {
-			url := fmt.Sprintf("http://%s/%s", o.healthAddr, probe)
-			testenv.Eventually(t, 30*time.Second, func() error {
-				resp, err := http.Get(url)
-				if err != nil {
-					return err
-				}
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					return fmt.Errorf("%s answered %s", url, resp.Status)
-				}
-				return nil
-			})
+	registry, remote := testenv.NewSilentServer(t), testenv.NewSilentServer(t)
+	hangOnRegistry(t, env.Client, ns, registry)
+	hangOnRemoteTarget(t, env.Client, ns, remote)
+	testenv.Eventually(t, time.Minute, func() error {
+		if registry.Accepted() == 0 || remote.Accepted() == 0 {
+			return fmt.Errorf("calls in flight: registry %d, remote target %d", registry.Accepted(), remote.Accepted())
 		}
+		return nil
 	})
-
-	t.Run("stops within the grace period with calls in flight", func(t *testing.T) {
-		registry, remote := testenv.NewSilentServer(t), testenv.NewSilentServer(t)
-		hangOnRegistry(t, env.Client, ns, registry)
-		hangOnRemoteTarget(t, env.Client, ns, remote)
-		testenv.Eventually(t, time.Minute, func() error {
-			if registry.Accepted() == 0 || remote.Accepted() == 0 {
-				return fmt.Errorf("calls in flight: registry %d, remote target %d", registry.Accepted(), remote.Accepted())
-			}
-			return nil
-		})
-		began := time.Now()
-		cancel()
-		select {
-		case err := <-stopped:
-			t.Logf("the manager stopped %s after it was asked to, with a registry read and a remote call in flight",
-				time.Since(began).Round(time.Millisecond))
-			if err != nil {
-				t.Errorf("the manager stopped with %v", err)
-			}
-		case <-time.After(time.Minute):
-			t.Fatal("the manager had not stopped a minute after it was asked to")
+	began := time.Now()
+	cancel()
+	select {
+	case err := <-stopped:
+		t.Logf("the manager stopped %s after it was asked to, with a registry read and a remote call in flight",
+			time.Since(began).Round(time.Millisecond))
+		if err != nil {
+			t.Errorf("the manager stopped with %v", err)
 		}
-	})
+	case <-time.After(time.Minute):
+		t.Fatal("the manager had not stopped a minute after it was asked to")
+	}
 }
 
 // hangOnRegistry creates a VectorDeployment whose vector is in a registry that never answers.

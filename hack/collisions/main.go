@@ -151,11 +151,13 @@ func randomUID(rng *rand.Rand) string {
 	return s[0:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:32]
 }
 
+// printMeasured and printFullLength write to standard output or a test's buffer: a failed write has nowhere to
+// be reported.
 func printMeasured(out io.Writer, rows []row) {
-	fmt.Fprintln(out, "| hash length | values N | landscapes | names at first collision (observed mean ± std. error) | sqrt(pi/2·N) | observed / formula |")
-	fmt.Fprintln(out, "|---:|---:|---:|---:|---:|---:|")
+	_, _ = fmt.Fprintln(out, "| hash length | values N | landscapes | names at first collision (observed mean ± std. error) | sqrt(pi/2·N) | observed / formula |")
+	_, _ = fmt.Fprintln(out, "|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
-		fmt.Fprintf(out, "| %d | %.4g | %d | %.1f ± %.1f | %.1f | %.3f |\n",
+		_, _ = fmt.Fprintf(out, "| %d | %.4g | %d | %.1f ± %.1f | %.1f | %.3f |\n",
 			r.length, r.values, r.seeds, r.mean, r.stdErr(), r.predicted(), r.mean/r.predicted())
 	}
 }
@@ -164,13 +166,13 @@ func printMeasured(out io.Writer, rows []row) {
 func printFullLength(out io.Writer) {
 	n := values(naming.HashLength)
 	tries := konfidencev1.MaxCollisionCount + 1
-	fmt.Fprintf(out, "\nAt %d characters (N = %.4g), from the formula:\n\n", naming.HashLength, n)
-	fmt.Fprintln(out, "| names in one namespace with the same prefix | for 0.1% odds | for 50% odds |")
-	fmt.Fprintln(out, "|---|---:|---:|")
-	fmt.Fprintf(out, "| of a collision (recovered by the next salt) | %.3g | %.3g |\n", namesForOdds(n, 0.001), namesForOdds(n, 0.5))
-	fmt.Fprintf(out, "| of HashCollisionLimitExceeded (all %d salts taken) | %.3g | %.3g |\n",
+	_, _ = fmt.Fprintf(out, "\nAt %d characters (N = %.4g), from the formula:\n\n", naming.HashLength, n)
+	_, _ = fmt.Fprintln(out, "| names in one namespace with the same prefix | for 0.1% odds | for 50% odds |")
+	_, _ = fmt.Fprintln(out, "|---|---:|---:|")
+	_, _ = fmt.Fprintf(out, "| of a collision (recovered by the next salt) | %.3g | %.3g |\n", namesForOdds(n, 0.001), namesForOdds(n, 0.5))
+	_, _ = fmt.Fprintf(out, "| of HashCollisionLimitExceeded (all %d salts taken) | %.3g | %.3g |\n",
 		tries, namesForLimitOdds(n, 0.001, tries), namesForLimitOdds(n, 0.5, tries))
-	fmt.Fprintf(out, "\nThe first collision is expected after %.3g names.\n", firstCollisionExpected(n))
+	_, _ = fmt.Fprintf(out, "\nThe first collision is expected after %.3g names.\n", firstCollisionExpected(n))
 }
 
 func writeCSV(path string, rows []row) error {

@@ -87,7 +87,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	defer cancel()
 	result, err := r.reconcile(stepsCtx, ad)
 	if err != nil {
-		return r.fail(ad, err)
+		return r.fail(ad, err, result)
 	}
 	return result, nil
 }
@@ -149,7 +149,9 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 		return ctrl.Result{}, err
 	}
 	if err := r.results(ctx, ad, refs.target); err != nil {
-		return ctrl.Result{}, err
+		// Stalled on a kubeconfig Secret (refused as unsafe, say), which is not watched: looked at again every
+		// interval, so that the tenant's fix is taken up.
+		return ctrl.Result{RequeueAfter: cfg.interval}, err
 	}
 	summarize(ad, stalled)
 	// As Flux's controllers, look again every interval: Secrets are not watched (see resolveReferences), nor
@@ -180,15 +182,16 @@ func (r *Reconciler) results(ctx context.Context, ad *konfidencev1.ArtifactDeplo
 }
 
 // fail records a failed step on Ready (and Stalled when only a change of the input helps). A terminal failure
-// is not retried: the watches requeue the ArtifactDeployment when its input or the configuration changes.
-func (r *Reconciler) fail(ad *konfidencev1.ArtifactDeployment, err error) (ctrl.Result, error) {
+// is not retried: the watches requeue the ArtifactDeployment when its input or the configuration changes, and
+// stalled, the step's result (a requeue for input that is not watched) stands.
+func (r *Reconciler) fail(ad *konfidencev1.ArtifactDeployment, err error, stalled ctrl.Result) (ctrl.Result, error) {
 	se := asStepError(err, meta.ReconciliationFailedReason)
 	conditions.MarkFalse(ad, meta.ReadyCondition, se.reason, "%s", se.err)
 	if se.stalled {
 		conditions.MarkStalled(ad, se.reason, "%s", se.err)
 		conditions.Delete(ad, meta.ReconcilingCondition)
 		ad.Status.ObservedGeneration = ad.Generation
-		return ctrl.Result{}, nil
+		return stalled, nil
 	}
 	conditions.MarkReconciling(ad, meta.ProgressingWithRetryReason, "%s", se.err)
 	conditions.Delete(ad, meta.StalledCondition)

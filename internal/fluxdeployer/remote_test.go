@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 )
@@ -78,8 +80,12 @@ func testRemoteTargets(t *testing.T, h *harness) {
 			t.Errorf("the kubeconfig's exec command ran inside the operator (marker %s: %v)", marker, err)
 		}
 
-		// The refusal is terminal: the ArtifactDeployment is looked at again every interval (Secrets are read by
-		// name, not watched), and once the tenant has fixed the Secret it deploys.
+		// The refusal is terminal, but Secrets are not watched: the ArtifactDeployment is looked at again every
+		// interval, and once the tenant has fixed the Secret it deploys.
+		result, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ad)})
+		if err != nil || result.RequeueAfter != defaultConfig().interval {
+			t.Errorf("a refused kubeconfig is requeued after %s (error %v), want the interval %s", result.RequeueAfter, err, defaultConfig().interval)
+		}
 		secret := &corev1.Secret{}
 		h.get(t, ad.Namespace, "landscape", secret)
 		secret.Data["value"] = remote.kubeconfig(t, clientcmdapi.AuthInfo{Token: "tenant-token"}, false)
@@ -183,7 +189,7 @@ type remoteAPI struct {
 var remoteAPIResponses = map[string]string{
 	"api":      `{"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[{"clientCIDR":"0.0.0.0/0","serverAddress":"remote"}]}`,
 	"apis":     `{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`,
-	"v1":       `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"v1","resources":[{"name":"services","singularName":"service","namespaced":true,"kind":"Service","verbs":["list"]}]}`,
+	"v1":       `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"v1","resources":[{"name":"services","namespaced":true,"kind":"Service","verbs":["list"]}]}`,
 	"services": `{"kind":"ServiceList","apiVersion":"v1","metadata":{},"items":[]}`,
 }
 

@@ -111,6 +111,7 @@ type Client struct {
 	hosts     *hostLimiter
 	vectors   *lru[*Vector]
 	artifacts *lru[*Artifact]
+	verified  *lru[struct{}] // VerifyVector's successes
 }
 
 // NewClient returns a Client.
@@ -125,6 +126,7 @@ func NewClient(opts Options) *Client {
 		hosts:     newHostLimiter(opts.HostConcurrency, opts.HostWait),
 		vectors:   newLRU[*Vector]("vector", opts.CacheSize),
 		artifacts: newLRU[*Artifact]("artifact", opts.CacheSize),
+		verified:  newLRU[struct{}]("verification", opts.CacheSize),
 	}
 }
 

@@ -46,6 +46,12 @@ const (
 // it was read through, so the name would denote content published under another one.
 const ReasonDescriptorMismatch Reason = "DescriptorMismatch"
 
+// Reasons of signature verification (VerifyVector). Not permanent: a corrected key Secret heals them.
+const (
+	ReasonSignatureMissing Reason = "SignatureMissing"
+	ReasonSignatureInvalid Reason = "SignatureInvalid"
+)
+
 // Error is the only error type this package returns. Match a class with errors.Is against the Err* values, or
 // extract it with errors.As to read Reason and Ref.
 type Error struct {
@@ -95,6 +101,8 @@ var (
 	ErrRegistryNotAllowed    = &Error{Reason: ReasonRegistryNotAllowed}
 	ErrRegistryBusy          = &Error{Reason: ReasonRegistryBusy}
 	ErrDescriptorMismatch    = &Error{Reason: ReasonDescriptorMismatch}
+	ErrSignatureMissing      = &Error{Reason: ReasonSignatureMissing}
+	ErrSignatureInvalid      = &Error{Reason: ReasonSignatureInvalid}
 )
 
 // ReasonOf returns the Reason of the first *Error in err's chain, or "" if there is none.

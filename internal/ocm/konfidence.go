@@ -43,6 +43,8 @@ type Vector struct {
 	Artifacts []*Artifact
 	// Errors holds, for each artifact that failed, why; nil entries resolved.
 	Errors []error
+
+	descriptor rawDescriptor // for VerifyVector
 }
 
 // Artifact is a resolved artifact component version.
@@ -61,6 +63,8 @@ type Artifact struct {
 	Tasks      []Task
 	// Resources are every resource except the manifests, for the deployer to interpret.
 	Resources []Resource
+
+	descriptor rawDescriptor // for VerifyVector
 }
 
 // Task is a cloud.konfidence.artifact.task.manifest local blob.
@@ -79,6 +83,10 @@ type Resource struct {
 	// whitespace), as OCM's runtime.Raw keeps it, so equal accesses compare equal whatever the descriptor's
 	// encoding.
 	Access json.RawMessage
+	// Digest is the resource's content digest ("sha256:<hex>") when the descriptor records one a deployer can
+	// pin an OCI artifact by: the blob digest (genericBlobDigest/v1, which OCM writes for OCI artifacts as the
+	// manifest digest) or ociArtifactDigest/v1.
+	Digest string
 }
 
 // artifactManifest is the cloud.konfidence.artifact.manifest local blob.
@@ -131,6 +139,7 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 		Component:  cv.descriptor.Component.Name,
 		Version:    cv.descriptor.Component.Version,
 		Digest:     cv.digest,
+		descriptor: cv.raw,
 		References: make([]string, len(refs)),
 		Components: make([]string, len(refs)),
 		Artifacts:  make([]*Artifact, len(refs)),
@@ -174,7 +183,7 @@ func (c *Client) resolveArtifact(ctx context.Context, r Ref, acc access) (*Artif
 	}
 	a := &Artifact{
 		Component: cv.descriptor.Component.Name, Version: cv.descriptor.Component.Version,
-		Digest: cv.digest, Source: r.Pinned(cv.digest),
+		Digest: cv.digest, Source: r.Pinned(cv.digest), descriptor: cv.raw,
 	}
 	manifests := 0
 	for _, res := range cv.descriptor.Component.Resources {
@@ -205,7 +214,7 @@ func (c *Client) resolveArtifact(ctx context.Context, r Ref, acc access) (*Artif
 			if err != nil {
 				return nil, newError(ReasonDescriptorInvalid, r.String(), "resource %s: %v", res.Name, err)
 			}
-			a.Resources = append(a.Resources, Resource{Name: res.Name, Type: res.Type, Access: access})
+			a.Resources = append(a.Resources, Resource{Name: res.Name, Type: res.Type, Access: access, Digest: contentDigest(res.Digest)})
 		}
 	}
 	if manifests == 0 {

@@ -20,6 +20,8 @@ type componentVersion struct {
 	store      store
 	digest     string // of the tagged manifest or index
 	descriptor *spec.Descriptor
+	// raw is the descriptor layer as stored, kept for signature verification.
+	raw rawDescriptor
 	// blobs are the candidates for a localReference: the index's manifests and the manifest's layers.
 	blobs []ocispec.Descriptor
 }
@@ -87,7 +89,7 @@ func (c *Client) readComponentVersion(ctx context.Context, r Ref, a access) (*co
 		// The claims are cut to the longest valid name and version: they are the publisher's, of any length.
 		return nil, newError(ReasonDescriptorMismatch, r.String(), "descriptor is for %.255s:%.128s", d.Component.Name, d.Component.Version)
 	}
-	cv.descriptor = d
+	cv.descriptor, cv.raw = d, rawDescriptor{mediaType: layer.MediaType, data: data}
 	return cv, nil
 }
 

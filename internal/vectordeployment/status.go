@@ -25,7 +25,12 @@ import (
 // resolve reads the vector and records the outcome in the VectorDownloaded condition. It returns no artifacts
 // and no error when the vector failed for good: the status says why, and retrying cannot help.
 func (r *Reconciler) resolve(ctx context.Context, vd *konfidencev1.VectorDeployment) ([]ResolvedArtifact, error) {
-	artifacts, err := r.Source.ResolveVector(ctx, vd.Spec.Vector)
+	trust, err := r.trust(ctx, vd)
+	if err != nil {
+		r.fail(vd, konfidencev1.SignatureInvalidReason, false, fmt.Sprintf("reading the keys that verify vector %s: %v", vd.Spec.Vector, err))
+		return nil, err
+	}
+	artifacts, err := r.Source.ResolveVector(ctx, vd.Spec.Vector, trust)
 	if err != nil {
 		r.fail(vd, failureReason(err), isPermanent(err), fmt.Sprintf("reading vector %s: %v", vd.Spec.Vector, err))
 		if isPermanent(err) {

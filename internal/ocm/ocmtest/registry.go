@@ -111,15 +111,15 @@ func (r *Registry) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.requests.Add(1)
 		r.recordAuthorization(req.Header.Get("Authorization"))
+		if r.down.Load() {
+			http.Error(w, "registry unavailable", http.StatusServiceUnavailable)
+			return
+		}
 		if r.hanging.Load() {
 			select {
 			case <-req.Context().Done():
 			case <-r.closed:
 			}
-			return
-		}
-		if r.down.Load() {
-			http.Error(w, "registry unavailable", http.StatusServiceUnavailable)
 			return
 		}
 		if r.username != "" {
@@ -168,6 +168,10 @@ func (r *Registry) Tamper(digest string) {
 	r.tampered[digest] = true
 }
 
+// SetUnavailable makes the registry answer every request with 503 Service Unavailable while down is true, as
+// a registry in maintenance or behind a failing load balancer does.
+func (r *Registry) SetUnavailable(down bool) { r.down.Store(down) }
+
 func (r *Registry) recordAuthorization(header string) {
 	if header == "" {
 		return
@@ -184,10 +188,6 @@ func (r *Registry) Authorizations() []string {
 	defer r.mu.Unlock()
 	return slices.Clone(r.authorizations)
 }
-
-// SetUnavailable makes the registry answer every request with 503 Service Unavailable while down is true, as
-// a registry in maintenance or behind a failing load balancer does.
-func (r *Registry) SetUnavailable(down bool) { r.down.Store(down) }
 
 // Requests is the number of HTTP requests served so far, including rejected ones.
 func (r *Registry) Requests() int64 { return r.requests.Load() }

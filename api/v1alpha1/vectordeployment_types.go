@@ -27,6 +27,12 @@ type VectorDeploymentSpec struct {
 	// ArtifactDeployments, and Flux behind them, keep running; suspend those to freeze the deployments.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// Verify requires the vector to carry OCM signatures that verify with the given keys, and the artifacts to
+	// match the digests the vector pins them with. Nothing of an unverified vector is deployed. Without it, the
+	// operator's --require-signatures default applies.
+	// +optional
+	Verify *VectorVerification `json:"verify,omitempty"`
 }
 
 // ResultingArtifactDeployment is the ArtifactDeployment created for one artifact of the vector.

@@ -36,6 +36,7 @@ import (
 
 type runOptions struct {
 	metricsAddr, healthAddr string
+	gracefulShutdownTimeout time.Duration
 	controllers             []string
 	// reuseControllerNames lets tests build several managers in one process: controller-runtime refuses a
 	// controller name twice per process, since both would report the same metrics.
@@ -75,6 +76,8 @@ func newRunCommand() *cobra.Command {
 func (o *runOptions) bindFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.metricsAddr, "metrics-addr", ":8080", "address the Prometheus metrics endpoint binds to (0 disables it)")
 	f.StringVar(&o.healthAddr, "health-addr", ":9440", "address the health and readiness probes bind to")
+	f.DurationVar(&o.gracefulShutdownTimeout, "graceful-shutdown-timeout", defaultGracefulShutdownTimeout,
+		"how long the reconciles in progress may take to finish once the process is asked to stop; below the pod's terminationGracePeriodSeconds (30s by default)")
 	f.StringSliceVar(&o.controllers, "controllers", knownControllers(),
 		"reconcilers to run, comma-separated (known: "+strings.Join(knownControllers(), ", ")+")")
 	f.StringVar(&o.shared.EventsAddr, "events-addr", "",
@@ -95,6 +98,10 @@ func (o *runOptions) bindFlags(f *pflag.FlagSet) {
 		controllerSetups[name].BindFlags(f)
 	}
 }
+
+// defaultGracefulShutdownTimeout leaves the process time to exit on its own within a pod's default grace period of
+// 30s. Every call a reconcile makes honours the manager's context, so stopping takes milliseconds, not this.
+const defaultGracefulShutdownTimeout = 20 * time.Second
 
 func knownControllers() []string {
 	names := make([]string, 0, len(controllerSetups))
@@ -158,6 +165,7 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 		LeaseDuration:                 &o.leaderElection.LeaseDuration,
 		RenewDeadline:                 &o.leaderElection.RenewDeadline,
 		RetryPeriod:                   &o.leaderElection.RetryPeriod,
+		GracefulShutdownTimeout:       &o.gracefulShutdownTimeout,
 		Logger:                        ctrl.Log,
 		Controller:                    config.Controller{SkipNameValidation: &o.reuseControllerNames},
 	})

@@ -16,14 +16,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
-	"github.com/fluxdeployer/fluxdeployer/internal/operating"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
@@ -35,20 +31,7 @@ func testEndToEnd(t *testing.T, h *harness) {
 	h.configMap(t, "e2e", map[string]string{retriesKey: "2"})
 
 	counter := &testenv.RequestRecorder{}
-	mgr, err := ctrl.NewManager(counter.Wrap(h.env.Config), ctrl.Options{
-		Scheme:                 h.env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := (&Options{ConfigName: "e2e", ConfigNamespace: configNamespace}).setup(mgr, operating.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RunManager(t, mgr)
+	r := h.startDeployer(t, counter.Wrap(h.env.Config), "e2e")
 	ctx := context.Background()
 
 	name53 := "frontend-with-a-long-basename-1-2-3-build-e1mvwibzp5"

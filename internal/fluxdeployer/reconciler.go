@@ -31,10 +31,13 @@ type Reconciler struct {
 	apiReader     client.Reader // reads from the API server, for what the cache cannot answer
 	configReader  client.Reader // holds only the configuration ConfigMap
 	serviceReader client.Reader // holds only Services labelled with an ArtifactDeployment
+	claims        client.Reader // ArtifactDeployments indexed by workloadNameIndex (the manager's cache)
 	scheme        *runtime.Scheme
 	recorder      kuberecorder.EventRecorder
 	metrics       operating.ReconcileMetrics
 	configKey     types.NamespacedName
+	kinds         *fluxKinds    // the Flux kinds the API server serves; nil: all
+	remote        RemoteOptions // bounds remote calls and each reconcile
 }
 
 // ownedConditions are the conditions of ArtifactDeployment this reconciler writes.
@@ -78,9 +81,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		ad.Status.SetLastHandledReconcileRequest(requested)
 	}
 
-	result, err := r.reconcile(ctx, ad)
+	// The steps run under a deadline, so that a remote target that never answers frees the worker; the status is
+	// still written afterwards, under the manager's context.
+	stepsCtx, cancel := context.WithTimeout(ctx, r.remote.reconcileTimeout())
+	defer cancel()
+	result, err := r.reconcile(stepsCtx, ad)
 	if err != nil {
-		return r.fail(ad, err)
+		return r.fail(ad, err, result)
 	}
 	return result, nil
 }
@@ -106,8 +113,19 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.checkClaim(ctx, cfg, ad, refs.target); err != nil {
+		// Flux objects applied before the clash arose (e.g. before targetNamespace was set) stop acting on the
+		// other's workloads: suspended, not deleted, since deleting would uninstall what they share.
+		if suspendErr := r.passOnSuspend(ctx, ad, true); suspendErr != nil {
+			return ctrl.Result{}, suspendErr
+		}
+		return ctrl.Result{}, err
+	}
 	objects, err := build(ad, a, refs, cfg)
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.kinds.require(objects); err != nil {
 		return ctrl.Result{}, err
 	}
 	for _, obj := range objects {
@@ -131,7 +149,9 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 		return ctrl.Result{}, err
 	}
 	if err := r.results(ctx, ad, refs.target); err != nil {
-		return ctrl.Result{}, err
+		// Stalled on a kubeconfig Secret (refused as unsafe, say), which is not watched: looked at again every
+		// interval, so that the tenant's fix is taken up.
+		return ctrl.Result{RequeueAfter: cfg.interval}, err
 	}
 	summarize(ad, stalled)
 	// As Flux's controllers, look again every interval: Secrets are not watched (see resolveReferences), nor
@@ -162,15 +182,16 @@ func (r *Reconciler) results(ctx context.Context, ad *konfidencev1.ArtifactDeplo
 }
 
 // fail records a failed step on Ready (and Stalled when only a change of the input helps). A terminal failure
-// is not retried: the watches requeue the ArtifactDeployment when its input or the configuration changes.
-func (r *Reconciler) fail(ad *konfidencev1.ArtifactDeployment, err error) (ctrl.Result, error) {
+// is not retried: the watches requeue the ArtifactDeployment when its input or the configuration changes, and
+// stalled, the step's result (a requeue for input that is not watched) stands.
+func (r *Reconciler) fail(ad *konfidencev1.ArtifactDeployment, err error, stalled ctrl.Result) (ctrl.Result, error) {
 	se := asStepError(err, meta.ReconciliationFailedReason)
 	conditions.MarkFalse(ad, meta.ReadyCondition, se.reason, "%s", se.err)
 	if se.stalled {
 		conditions.MarkStalled(ad, se.reason, "%s", se.err)
 		conditions.Delete(ad, meta.ReconcilingCondition)
 		ad.Status.ObservedGeneration = ad.Generation
-		return ctrl.Result{}, nil
+		return stalled, nil
 	}
 	conditions.MarkReconciling(ad, meta.ProgressingWithRetryReason, "%s", se.err)
 	conditions.Delete(ad, meta.StalledCondition)

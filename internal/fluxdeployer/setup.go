@@ -5,9 +5,6 @@ import (
 	"os"
 	"strings"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -18,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -42,6 +41,7 @@ const (
 type Options struct {
 	ConfigName      string
 	ConfigNamespace string
+	Remote          RemoteOptions
 }
 
 // BindFlags registers the deployer's flags.
@@ -50,6 +50,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"name of the Flux deployer's ConfigMap")
 	fs.StringVar(&o.ConfigNamespace, "flux-deployer-config-namespace", operatorNamespace(),
 		"namespace of the Flux deployer's ConfigMap (default: the operator's namespace)")
+	o.Remote.BindFlags(fs)
 }
 
 // operatorNamespace is the namespace the operator runs in: RUNTIME_NAMESPACE as for Flux's controllers, else the
@@ -91,6 +92,9 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 	if err != nil {
 		return nil, err
 	}
+	if err := indexWorkloadNames(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
 	recorder, err := shared.NewEventRecorder(mgr, ControllerName)
 	if err != nil {
 		return nil, err
@@ -100,26 +104,46 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		apiReader:     mgr.GetAPIReader(),
 		configReader:  narrow,
 		serviceReader: narrow,
+		claims:        mgr.GetClient(),
 		scheme:        mgr.GetScheme(),
 		recorder:      recorder,
 		metrics:       shared.ReconcileMetrics(mgr, "ArtifactDeployment"),
 		configKey:     types.NamespacedName{Namespace: o.ConfigNamespace, Name: o.ConfigName},
+		kinds:         &fluxKinds{},
+		remote:        o.Remote,
 	}
-	err = ctrl.NewControllerManagedBy(mgr).
+	appeared := make(chan event.GenericEvent, 1)
+	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		WithOptions(shared.ControllerOptions()).
 		For(&konfidencev1.ArtifactDeployment{}, builder.WithPredicates(
 			predicate.NewPredicateFuncs(func(obj client.Object) bool { return handled(obj.(*konfidencev1.ArtifactDeployment)) }),
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Owns(&sourcev1.HelmRepository{}).
-		Owns(&sourcev1.OCIRepository{}).
-		Owns(&helmv2.HelmRelease{}).
-		Owns(&kustomizev1.Kustomization{}).
-		Watches(&sourcev1.HelmChart{}, handler.EnqueueRequestsFromMapFunc(r.helmChartOwner)).
+		Watches(&konfidencev1.ArtifactDeployment{}, handler.EnqueueRequestsFromMapFunc(r.releasedClaims), builder.WithPredicates(onDelete)).
 		WatchesRawSource(source.Kind(narrow, &corev1.Service{}, handler.TypedEnqueueRequestsFromMapFunc(r.serviceOwner))).
 		WatchesRawSource(source.Kind(narrow, &corev1.ConfigMap{}, handler.TypedEnqueueRequestsFromMapFunc(r.everyArtifactDeployment))).
-		Complete(r)
-	return r, err
+		WatchesRawSource(source.Channel(appeared, handler.EnqueueRequestsFromMapFunc(
+			func(ctx context.Context, _ client.Object) []reconcile.Request { return r.artifactDeployments(ctx) }))).
+		Build(r)
+	if err != nil {
+		return nil, err
+	}
+	return r, o.watchFluxKinds(mgr, r, c, appeared)
+}
+
+// watchFluxKinds watches the Flux kinds that are installed and, when some are not, has the manager watch them as
+// their CRDs appear.
+func (o *Options) watchFluxKinds(mgr ctrl.Manager, r *Reconciler, c controller.Controller, appeared chan event.GenericEvent) error {
+	log := mgr.GetLogger().WithName(ControllerName)
+	w := &crdWatcher{kinds: r.kinds, watches: r.watchedFluxKinds(mgr), ctrl: c, cache: mgr.GetCache(),
+		mapper: mgr.GetRESTMapper(), appeared: appeared, log: log}
+	missing, err := w.watchInstalled()
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	log.Info("Flux CRDs missing: ArtifactDeployments that need them are refused (FluxCRDsMissing) and deployed once the CRDs are installed; checking every "+crdPollInterval.String(),
+		"missing", missing)
+	return mgr.Add(w)
 }
 
 // narrowCache is a cache of the deployer's own for the one ConfigMap and the labelled Services, so the process

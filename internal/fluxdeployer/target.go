@@ -32,21 +32,11 @@ type references struct {
 // the cluster, which RBAC cannot limit to metadata, so the deployer may only get Secrets it names, and a Secret
 // created or deleted later is noticed at the next interval (or reconcile request).
 func resolveReferences(ctx context.Context, r client.Reader, cfg config, ad *konfidencev1.ArtifactDeployment, a artifact) (references, error) {
-	refs := references{target: target{namespace: cfg.targetNamespace}}
-	if refs.target.namespace == "" {
-		refs.target.namespace = ad.Namespace
+	t, err := resolveTarget(ctx, r, cfg, ad)
+	if err != nil {
+		return references{}, err
 	}
-	if ref, ok := cfg.deploymentTargets[ad.Namespace]; ok {
-		refs.target.kubeConfig = &ref
-	} else if cfg.deploymentTargetSecretName != "" {
-		exists, err := secretExists(ctx, r, ad.Namespace, cfg.deploymentTargetSecretName)
-		if err != nil {
-			return references{}, err
-		}
-		if exists {
-			refs.target.kubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: cfg.deploymentTargetSecretName}}
-		}
-	}
+	refs := references{target: t}
 	if name, ok := cfg.authenticationSecretRefs[a.host]; ok {
 		exists, err := secretExists(ctx, r, ad.Namespace, name)
 		if err != nil {
@@ -57,6 +47,31 @@ func resolveReferences(ctx context.Context, r client.Reader, cfg config, ad *kon
 		}
 	}
 	return refs, nil
+}
+
+// resolveTarget decides where an ArtifactDeployment's workloads go.
+func resolveTarget(ctx context.Context, r client.Reader, cfg config, ad *konfidencev1.ArtifactDeployment) (target, error) {
+	t := target{namespace: targetNamespace(cfg, ad)}
+	if ref, ok := cfg.deploymentTargets[ad.Namespace]; ok {
+		t.kubeConfig = &ref
+	} else if cfg.deploymentTargetSecretName != "" {
+		exists, err := secretExists(ctx, r, ad.Namespace, cfg.deploymentTargetSecretName)
+		if err != nil {
+			return target{}, err
+		}
+		if exists {
+			t.kubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: cfg.deploymentTargetSecretName}}
+		}
+	}
+	return t, nil
+}
+
+// targetNamespace is the namespace an ArtifactDeployment's workloads go to, on whichever cluster.
+func targetNamespace(cfg config, ad *konfidencev1.ArtifactDeployment) string {
+	if cfg.targetNamespace != "" {
+		return cfg.targetNamespace
+	}
+	return ad.Namespace
 }
 
 // secretExists reads only the Secret's metadata: the operator never holds the data of a Secret it only refers to.

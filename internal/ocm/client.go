@@ -20,16 +20,16 @@ import (
 )
 
 // Defaults for Options fields left zero. The size limits are what real component versions need with room to
-// spare, and no more, because decoding amplifies: a JSON array of empty objects costs some 120 times its bytes in
+// spare, and no more, because decoding amplifies: a JSON array of empty objects costs some 150 times its bytes in
 // heap, YAML as much (docs/security.md has the measurements and BenchmarkWorstAcceptedDescriptor reproduces them).
 const (
 	// DefaultMaxManifestSize caps OCI manifests, indexes and configs. A component version's manifest lists one
 	// layer per local blob, about 300 bytes each with OCM's annotation: 64 KiB holds some 200.
 	DefaultMaxManifestSize = 64 << 10
-	// DefaultMaxDescriptorSize caps the component descriptor layer. A resource or component reference takes 200 to
-	// 500 bytes: 256 KiB holds a vector of DefaultMaxReferences referencing artifacts, or an artifact of 500
-	// resources (an ArtifactDeployment holds at most 64).
-	DefaultMaxDescriptorSize = 256 << 10
+	// DefaultMaxDescriptorSize caps the component descriptor layer. A component reference takes about 250 bytes
+	// with its digest, a resource 200 to 500: 192 KiB holds a vector of DefaultMaxReferences artifacts, or an
+	// artifact of 400 resources (an ArtifactDeployment holds at most 64), and keeps the worst shape near 25 MiB.
+	DefaultMaxDescriptorSize = 192 << 10
 	// DefaultMaxBlobSize caps the local blobs read: Konfidence's artifact and task manifests, a few hundred bytes.
 	DefaultMaxBlobSize = 64 << 10
 	// DefaultMaxReferences caps the component references of a vector: each becomes an artifact to read and an
@@ -111,6 +111,7 @@ type Client struct {
 	hosts     *hostLimiter
 	vectors   *lru[*Vector]
 	artifacts *lru[*Artifact]
+	verified  *lru[struct{}] // VerifyVector's successes
 }
 
 // NewClient returns a Client.
@@ -125,6 +126,7 @@ func NewClient(opts Options) *Client {
 		hosts:     newHostLimiter(opts.HostConcurrency, opts.HostWait),
 		vectors:   newLRU[*Vector]("vector", opts.CacheSize),
 		artifacts: newLRU[*Artifact]("artifact", opts.CacheSize),
+		verified:  newLRU[struct{}]("verification", opts.CacheSize),
 	}
 }
 

@@ -42,6 +42,16 @@ const (
 	ReasonRegistryBusy Reason = "RegistryBusy"
 )
 
+// ReasonDescriptorMismatch is the reason when a descriptor names another component or version than the reference
+// it was read through, so the name would denote content published under another one.
+const ReasonDescriptorMismatch Reason = "DescriptorMismatch"
+
+// Reasons of signature verification (VerifyVector). Not permanent: a corrected key Secret heals them.
+const (
+	ReasonSignatureMissing Reason = "SignatureMissing"
+	ReasonSignatureInvalid Reason = "SignatureInvalid"
+)
+
 // Error is the only error type this package returns. Match a class with errors.Is against the Err* values, or
 // extract it with errors.As to read Reason and Ref.
 type Error struct {
@@ -90,6 +100,9 @@ var (
 	ErrCredentialsRequireTLS = &Error{Reason: ReasonCredentialsRequireTLS}
 	ErrRegistryNotAllowed    = &Error{Reason: ReasonRegistryNotAllowed}
 	ErrRegistryBusy          = &Error{Reason: ReasonRegistryBusy}
+	ErrDescriptorMismatch    = &Error{Reason: ReasonDescriptorMismatch}
+	ErrSignatureMissing      = &Error{Reason: ReasonSignatureMissing}
+	ErrSignatureInvalid      = &Error{Reason: ReasonSignatureInvalid}
 )
 
 // ReasonOf returns the Reason of the first *Error in err's chain, or "" if there is none.
@@ -108,7 +121,7 @@ func IsPermanent(err error) bool {
 	switch ReasonOf(err) {
 	case ReasonReferenceInvalid, ReasonUnsupportedMediaType, ReasonDescriptorInvalid,
 		ReasonManifestMissing, ReasonManifestDuplicated, ReasonManifestInvalid, ReasonTooManyReferences,
-		ReasonRegistryNotAllowed:
+		ReasonRegistryNotAllowed, ReasonDescriptorMismatch:
 		return true
 	}
 	return false

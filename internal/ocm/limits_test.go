@@ -129,7 +129,7 @@ func peakHeap(f func()) (peak, allocated uint64) {
 // BenchmarkWorstAcceptedDescriptor resolves, with a fresh client each time, vectors whose descriptor is the most
 // expensive shape found per encoding at the size limit, and reports the peak heap of one resolve (issue 9,
 // finding 2: no accepted input may cost more than ~32 MiB). The shapes: an array of empty objects decodes into
-// a slice of large structs (~120× its bytes); YAML builds a generic tree and re-encodes it as JSON first.
+// a slice of large structs (~150× its bytes); YAML builds a generic tree and re-encodes it as JSON first.
 func BenchmarkWorstAcceptedDescriptor(b *testing.B) {
 	reg := ocmtest.NewRegistry(b)
 	size := ocm.DefaultMaxDescriptorSize

@@ -20,6 +20,8 @@ type componentVersion struct {
 	store      store
 	digest     string // of the tagged manifest or index
 	descriptor *spec.Descriptor
+	// raw is the descriptor layer as stored, kept for signature verification.
+	raw rawDescriptor
 	// blobs are the candidates for a localReference: the index's manifests and the manifest's layers.
 	blobs []ocispec.Descriptor
 }
@@ -81,15 +83,18 @@ func (c *Client) readComponentVersion(ctx context.Context, r Ref, a access) (*co
 		return nil, &Error{Reason: ReasonUnsupportedMediaType, Ref: r.String(), Err: err}
 	case err != nil:
 		return nil, err
-	case d.Component.Name != r.Component:
-		return nil, newError(ReasonDescriptorInvalid, r.String(), "descriptor is for component %q", d.Component.Name)
+	case d.Component.Name != r.Component || d.Component.Version != r.Version:
+		// A tag is only a pointer: were the descriptor's own name and version taken as they say, any tag could
+		// publish content under another version's (or component's) name, and the ArtifactDeployment named after it.
+		// The claims are cut to the longest valid name and version: they are the publisher's, of any length.
+		return nil, newError(ReasonDescriptorMismatch, r.String(), "descriptor is for %.255s:%.128s", d.Component.Name, d.Component.Version)
 	}
-	cv.descriptor = d
+	cv.descriptor, cv.raw = d, rawDescriptor{mediaType: layer.MediaType, data: data}
 	return cv, nil
 }
 
 // maxConcurrentDecodes bounds the manifest and descriptor decodes running at once in the process, across Clients
-// and reconcilers. At the size limits one decode costs up to ~32 MiB of heap (docs/security.md), so decoding
+// and reconcilers. At the size limits one decode costs up to ~30 MiB of heap (docs/security.md), so decoding
 // stays below 64 MiB whatever number of registries, vectors and workers; decoding is CPU-bound, so more slots
 // than the two cores the operator is sized for would not finish it sooner.
 const maxConcurrentDecodes = 2

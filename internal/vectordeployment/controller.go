@@ -42,6 +42,8 @@ type Reconciler struct {
 	// on their way, as Flux requeues an object whose dependencies are not ready. Their watch usually comes first;
 	// this bounds the wait when an event is missed.
 	RequeueDependency time.Duration
+	// TrustDefault is the verification policy of VectorDeployments without spec.verify.
+	TrustDefault TrustDefault
 
 	// hashLength is naming.HashLength; tests shorten it so that names collide on their own.
 	hashLength int
@@ -148,6 +150,9 @@ type Options struct {
 	insecureRegistryCredsHosts []string
 	allowedRegistries          []string
 	registryHostConcurrency    int
+	requireSignatures          bool
+	signatureKeys              string
+	requiredSignatures         []string
 }
 
 // BindFlags registers the reconciler's flags.
@@ -165,6 +170,20 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.registryHostConcurrency, "registry-host-concurrency", ocm.DefaultHostConcurrency,
 		"vectors read at once from one registry host; a further read waits up to 10s, then is retried (RegistryBusy). "+
 			"Keep it below --concurrent, so that a registry that never answers cannot hold every worker")
+	fs.BoolVar(&o.requireSignatures, "require-signatures", false,
+		"deploy only vectors whose OCM signatures verify with the keys of --signature-keys-secret, for VectorDeployments without spec.verify")
+	fs.StringVar(&o.signatureKeys, "signature-keys-secret", "fluxdeployer-signature-keys",
+		"Secret of PEM public keys or certificates by signature name, for --require-signatures: a name in the operator's namespace (RUNTIME_NAMESPACE) or namespace/name; read on every reconcile")
+	fs.StringSliceVar(&o.requiredSignatures, "required-signatures", nil,
+		"signature names --require-signatures requires; empty: every signature with a key must verify, at least one must")
+}
+
+func (o *Options) trustDefault() (TrustDefault, error) {
+	if !o.requireSignatures {
+		return TrustDefault{}, nil
+	}
+	secret, err := secretKey(o.signatureKeys)
+	return TrustDefault{Require: true, Secret: secret, Signatures: o.requiredSignatures}, err
 }
 
 // SetupWithManager registers the reconciler with the manager.
@@ -174,6 +193,10 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 		return err
 	}
 	recorder, err := shared.NewEventRecorder(mgr, "vectordeployment-controller")
+	if err != nil {
+		return err
+	}
+	trust, err := o.trustDefault()
 	if err != nil {
 		return err
 	}
@@ -189,6 +212,7 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 		Recorder:          recorder,
 		Metrics:           shared.ReconcileMetrics(mgr, "VectorDeployment"),
 		RequeueDependency: shared.RequeueDependency,
+		TrustDefault:      trust,
 		hashLength:        naming.HashLength,
 	}
 	return r.setupWithManager(mgr, shared.ControllerOptions())

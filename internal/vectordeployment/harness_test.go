@@ -42,13 +42,15 @@ const (
 // managerOptions tune a test manager.
 type managerOptions struct {
 	hashLength int
-	resolver   ocm.Resolver
+	resolver   *ocm.Client
 	// requests, when set, records the manager's requests to the API server.
 	requests *testenv.RequestRecorder
 	// requeueDependency is the reconciler's RequeueDependency.
 	requeueDependency time.Duration
 	// credentials are the reconciler's registry credentials.
 	credentials RegistryCredentials
+	// trust is the reconciler's operator-wide verification policy.
+	trust TrustDefault
 }
 
 // startManager runs the VectorDeployment reconciler in its own manager against the shared API server, as a
@@ -81,6 +83,7 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 		Recorder:          recorder,
 		hashLength:        o.hashLength,
 		RequeueDependency: o.requeueDependency,
+		TrustDefault:      o.trust,
 	}
 	// Several managers live in one test binary, so the controller name repeats.
 	if err := r.setupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: ptr.To(true)}); err != nil {

@@ -14,14 +14,21 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/signing"
 )
 
 // ocmSource reads vectors through the OCM client and turns its artifacts into ArtifactDeployment spec parts.
 type ocmSource struct {
-	resolver ocm.Resolver
+	resolver vectorReader
 }
 
-func (s ocmSource) ResolveVector(ctx context.Context, ref string) ([]ResolvedArtifact, error) {
+// vectorReader reads and verifies vectors; *ocm.Client implements it.
+type vectorReader interface {
+	ocm.Resolver
+	VerifyVector(ctx context.Context, v *ocm.Vector, policy ocm.TrustPolicy) error
+}
+
+func (s ocmSource) ResolveVector(ctx context.Context, ref string, trust *Trust) ([]ResolvedArtifact, error) {
 	// A CTF reference names a directory on the operator's own file system: no tenant may point it there.
 	if r, err := ocm.ParseRef(ref); err == nil && r.IsCTF() {
 		return nil, &ocm.Error{Reason: ocm.ReasonReferenceInvalid, Ref: ref,
@@ -31,14 +38,28 @@ func (s ocmSource) ResolveVector(ctx context.Context, ref string) ([]ResolvedArt
 	if v == nil {
 		return nil, err
 	}
+	if trust != nil {
+		// The vector verified is the one deployed: one read serves both.
+		if err := s.verify(ctx, v, *trust); err != nil {
+			return nil, err
+		}
+	}
 	out := make([]ResolvedArtifact, len(v.References))
 	for i, name := range v.References {
-		out[i] = ResolvedArtifact{Ref: name, Err: v.Errors[i]}
+		out[i] = ResolvedArtifact{Ref: name, Component: v.Components[i], Err: v.Errors[i]}
 		if v.Artifacts[i] != nil {
 			out[i].Artifact = artifactFromOCM(v.Artifacts[i])
 		}
 	}
 	return out, nil
+}
+
+func (s ocmSource) verify(ctx context.Context, v *ocm.Vector, trust Trust) error {
+	keys, err := signing.ParseKeys(trust.Keys)
+	if err != nil {
+		return &ocm.Error{Reason: ocm.ReasonSignatureInvalid, Ref: v.Component + ":" + v.Version, Err: fmt.Errorf("trusted keys: %w", err)}
+	}
+	return s.resolver.VerifyVector(ctx, v, ocm.TrustPolicy{Keys: keys, Signatures: trust.Signatures})
 }
 
 // artifactFromOCM copies what an ArtifactDeployment needs; the OCM client's values are shared with its cache.
@@ -47,6 +68,7 @@ func artifactFromOCM(a *ocm.Artifact) Artifact {
 		Component: a.Component,
 		Version:   a.Version,
 		Manifest:  konfidencev1.ArtifactManifest{Type: a.Type, AllowReuse: a.AllowReuse},
+		Source:    a.Source,
 	}
 	for _, t := range a.Tasks {
 		out.Tasks = append(out.Tasks, konfidencev1.TaskManifest{
@@ -54,7 +76,7 @@ func artifactFromOCM(a *ocm.Artifact) Artifact {
 		})
 	}
 	for _, r := range a.Resources {
-		out.Resources = append(out.Resources, konfidencev1.Resource{Name: r.Name, Type: r.Type, Content: rawJSON(r.Access)})
+		out.Resources = append(out.Resources, konfidencev1.Resource{Name: r.Name, Type: r.Type, Content: rawJSON(r.Access), Digest: r.Digest})
 	}
 	return out
 }

@@ -25,13 +25,22 @@ import (
 // resolve reads the vector and records the outcome in the VectorDownloaded condition. It returns no artifacts
 // and no error when the vector failed for good: the status says why, and retrying cannot help.
 func (r *Reconciler) resolve(ctx context.Context, vd *konfidencev1.VectorDeployment) ([]ResolvedArtifact, error) {
-	artifacts, err := r.Source.ResolveVector(ctx, vd.Spec.Vector)
+	trust, err := r.trust(ctx, vd)
+	if err != nil {
+		r.fail(vd, konfidencev1.SignatureInvalidReason, false, fmt.Sprintf("reading the keys that verify vector %s: %v", vd.Spec.Vector, err))
+		return nil, err
+	}
+	artifacts, err := r.Source.ResolveVector(ctx, vd.Spec.Vector, trust)
 	if err != nil {
 		r.fail(vd, failureReason(err), isPermanent(err), fmt.Sprintf("reading vector %s: %v", vd.Spec.Vector, err))
 		if isPermanent(err) {
 			return nil, nil
 		}
 		return nil, err
+	}
+	if msg := repeatedComponents(artifacts); msg != "" {
+		r.fail(vd, konfidencev1.MultipleComponentVersionsReason, true, fmt.Sprintf("vector %s: %s", vd.Spec.Vector, msg))
+		return nil, nil
 	}
 	if reason, msg := artifactFailures(artifacts); reason != "" {
 		conditions.MarkFalse(vd, konfidencev1.VectorDownloadedCondition, reason, "%s", msg)
@@ -40,6 +49,28 @@ func (r *Reconciler) resolve(ctx context.Context, vd *konfidencev1.VectorDeploym
 			"read vector %s and its %d artifacts", vd.Spec.Vector, len(artifacts))
 	}
 	return artifacts, nil
+}
+
+// repeatedComponents names the components the vector references more than once, or returns "". The status keeps
+// one slot (name, collision count, results) per component, so a second version would share the first one's slot:
+// one of them would drop out of the status and Ready could come before both are. A vector is a set of artifacts,
+// so one version per component is the rule, and a vector breaking it is refused before anything is created.
+func repeatedComponents(artifacts []ResolvedArtifact) string {
+	refs := map[string][]string{}
+	var repeated []string
+	for _, a := range artifacts {
+		if refs[a.Component] = append(refs[a.Component], a.Ref); len(refs[a.Component]) == 2 {
+			repeated = append(repeated, a.Component)
+		}
+	}
+	if len(repeated) == 0 {
+		return ""
+	}
+	msgs := make([]string, len(repeated))
+	for i, c := range repeated {
+		msgs[i] = fmt.Sprintf("component %s is referenced %d times (%s)", c, len(refs[c]), joinBounded(refs[c], ", "))
+	}
+	return joinBounded(msgs, "; ") + "; a vector holds one version per component"
 }
 
 // fail records a failure of the whole VectorDeployment: not Ready, and Stalled when retrying cannot help.
@@ -70,7 +101,7 @@ func (r *Reconciler) syncArtifacts(ctx context.Context, vd *konfidencev1.VectorD
 		}
 		slot, err := r.syncArtifact(ctx, vd, ra.Artifact, collisionCountOfSlot(vd, ra.Artifact.Component))
 		switch {
-		case errors.Is(err, naming.ErrInvalidInput):
+		case isPermanent(err):
 			ra.Err = err
 		case err != nil:
 			errs = append(errs, err)
@@ -130,6 +161,7 @@ func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []Re
 		}
 		waiting.add(slot.name, slot.deployment)
 	}
+	r.reportNewFailures(vd, artifacts)
 	failedReason, failedMsg := artifactFailures(artifacts)
 	counts := countArtifacts(artifacts, limited, waiting)
 	recordArtifacts(client.ObjectKeyFromObject(vd), counts)
@@ -264,9 +296,22 @@ func artifactFailures(artifacts []ResolvedArtifact) (reason, msg string) {
 		if reason == "" {
 			reason = failureReason(a.Err)
 		}
-		msgs = append(msgs, fmt.Sprintf("%s: %v", a.Ref, a.Err))
+		msgs = append(msgs, failureMessage(a))
 	}
 	return reason, strings.Join(msgs, "; ")
+}
+
+func failureMessage(a ResolvedArtifact) string { return fmt.Sprintf("%s: %v", a.Ref, a.Err) }
+
+// reportNewFailures emits a Warning event for each failed artifact that the ArtifactDeploymentsCreated condition
+// does not report yet: every refusal is announced, once, not on every resync of a VectorDeployment that waits.
+func (r *Reconciler) reportNewFailures(vd *konfidencev1.VectorDeployment, artifacts []ResolvedArtifact) {
+	reported := conditions.GetMessage(vd, konfidencev1.ArtifactDeploymentsCreatedCondition)
+	for _, a := range artifacts {
+		if a.Err != nil && !strings.Contains(reported, failureMessage(a)) {
+			r.event(vd, corev1.EventTypeWarning, failureReason(a.Err), "%s", failureMessage(a))
+		}
+	}
 }
 
 // failureReason is the condition reason for a failure: the OCM package's typed reason where it has one, and a
@@ -275,16 +320,19 @@ func failureReason(err error) string {
 	if errors.Is(err, naming.ErrInvalidInput) {
 		return konfidencev1.InvalidNameInputReason
 	}
+	if reason := refusalReason(err); reason != "" {
+		return reason
+	}
 	if reason := ocm.ReasonOf(err); reason != "" {
 		return string(reason)
 	}
 	return meta.ReconciliationFailedReason
 }
 
-// isPermanent tells whether retrying cannot fix a failure: a name that cannot be built, or an OCM reference or
-// component version that is malformed.
+// isPermanent tells whether retrying cannot fix a failure: a name that cannot be built, an artifact refused here,
+// or an OCM reference or component version that is malformed.
 func isPermanent(err error) bool {
-	return errors.Is(err, naming.ErrInvalidInput) || ocm.IsPermanent(err)
+	return errors.Is(err, naming.ErrInvalidInput) || refusalReason(err) != "" || ocm.IsPermanent(err)
 }
 
 // isPermanentFailure tells whether some artifact failed in a way retrying cannot fix.

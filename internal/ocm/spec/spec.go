@@ -51,6 +51,11 @@ const (
 	AccessTypeLocalBlob            = "LocalBlob/v1"
 	HashAlgorithmSHA256            = "SHA-256"
 	NormalisationGenericBlobDigest = "genericBlobDigest/v1"
+	// NormalisationOCIArtifactDigest is OCM v1's label for the digest of an OCI artifact's manifest.
+	NormalisationOCIArtifactDigest = "ociArtifactDigest/v1"
+	// HashNoDigest and NormalisationExcludeFromSignature mark a resource excluded from signing.
+	HashNoDigest                      = "NO-DIGEST"
+	NormalisationExcludeFromSignature = "EXCLUDE-FROM-SIGNATURE"
 )
 
 // The CTF directory layout.
@@ -197,14 +202,9 @@ func IsYAMLMediaType(mediaType string) bool {
 // +json; fluxdeployer does not, because the YAML parser costs some 80 times the input in memory (a 4 MiB layer
 // took ~320 MiB) and a +json label must not buy that price for input that is not JSON.
 func Decode(mediaType string, data []byte) (*Descriptor, error) {
-	if !IsDescriptorMediaType(mediaType) {
-		return nil, fmt.Errorf("%w %q for a component descriptor", ErrUnsupportedMediaType, mediaType)
-	}
-	if strings.HasSuffix(mediaType, "+tar") {
-		var err error
-		if data, err = descriptorFromTar(data); err != nil {
-			return nil, err
-		}
+	data, err := document(mediaType, data)
+	if err != nil {
+		return nil, err
 	}
 	var d Descriptor
 	unmarshal := json.Unmarshal
@@ -215,6 +215,27 @@ func Decode(mediaType string, data []byte) (*Descriptor, error) {
 		return nil, fmt.Errorf("reading it as %s: %w", encodingName(mediaType), err)
 	}
 	return &d, nil
+}
+
+// DescriptorJSON returns a descriptor layer's document as JSON, the form its digests and signatures are
+// computed over.
+func DescriptorJSON(mediaType string, data []byte) ([]byte, error) {
+	data, err := document(mediaType, data)
+	if err != nil || !IsYAMLMediaType(mediaType) {
+		return data, err
+	}
+	return yaml.YAMLToJSON(data)
+}
+
+// document returns the descriptor document of a layer: the layer itself, or the file inside a +tar one.
+func document(mediaType string, data []byte) ([]byte, error) {
+	if !IsDescriptorMediaType(mediaType) {
+		return nil, fmt.Errorf("%w %q for a component descriptor", ErrUnsupportedMediaType, mediaType)
+	}
+	if strings.HasSuffix(mediaType, "+tar") {
+		return descriptorFromTar(data)
+	}
+	return data, nil
 }
 
 func encodingName(mediaType string) string {

@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -188,13 +187,12 @@ func (o runOptions) cacheOptions() (cache.Options, error) {
 	if err != nil {
 		return cache.Options{}, fmt.Errorf("parsing --watch-label-selector: %w", err)
 	}
-	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{&konfidencev1.VectorDeployment{}: {Label: selector}}}
+	namespace := ""
 	if !o.watch.AllNamespaces {
-		namespace := os.Getenv("RUNTIME_NAMESPACE")
+		namespace = os.Getenv("RUNTIME_NAMESPACE")
 		if namespace == "" {
 			return cache.Options{}, fmt.Errorf("--watch-all-namespaces=false needs RUNTIME_NAMESPACE, the namespace to watch")
 		}
-		opts.DefaultNamespaces = map[string]cache.Config{namespace: {}}
 	}
-	return opts, nil
+	return operating.CacheOptions(selector, namespace), nil
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -120,12 +119,14 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	for _, obj := range objects {
-		outcome, err := r.apply(ctx, obj)
+	applied := make([]fluxObject, len(objects))
+	for i, obj := range objects {
+		outcome, live, err := r.apply(ctx, obj)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
 		r.recordApply(ad, obj, outcome)
+		applied[i] = live
 	}
 	// After the apply: on resume it finds the objects as applied before the suspension and lifts their suspend.
 	if err := r.passOn(ctx, ad); err != nil {
@@ -135,8 +136,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	ad.Status.ObservedGeneration = ad.Generation
 
 	// With a HelmRepository, helm-controller creates a HelmChart, and that is what reports the fetch.
-	_, helmChartSource := objects[0].(*sourcev1.HelmRepository)
-	stalled, err := r.observeFlux(ctx, ad, helmChartSource)
+	stalled, err := r.observeFlux(ctx, ad, applied)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -208,12 +208,12 @@ func (r *Reconciler) finalizeStatus(ctx context.Context, ad *konfidencev1.Artifa
 	)
 }
 
+// recordApply emits an event when the deployer changed a Flux object that existed: drift corrected, or a new
+// configuration applied, which a person may want to know of. Creating the objects of a new ArtifactDeployment is
+// what it is for, so that is no event (issue 12: events only for what a person acts on); its status says it.
 func (r *Reconciler) recordApply(ad *konfidencev1.ArtifactDeployment, obj client.Object, outcome applyOutcome) {
-	kind := obj.GetObjectKind().GroupVersionKind().Kind
-	switch outcome {
-	case created:
-		r.event(ad, corev1.EventTypeNormal, konfidencev1.FluxObjectCreatedReason, "created %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
-	case updated:
+	if outcome == updated {
+		kind := obj.GetObjectKind().GroupVersionKind().Kind
 		r.event(ad, corev1.EventTypeNormal, konfidencev1.FluxObjectUpdatedReason, "updated %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
 	}
 }

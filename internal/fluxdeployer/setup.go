@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -109,16 +110,20 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		metrics:       shared.ReconcileMetrics(mgr, "ArtifactDeployment"),
 		configKey:     types.NamespacedName{Namespace: o.ConfigNamespace, Name: o.ConfigName},
 	}
+	// The creation of a Flux object requeues nothing: only the deployer creates them, in a reconcile that reports
+	// them from the apply's answer, and on start every ArtifactDeployment is reconciled anyway. Requeueing would
+	// reconcile each new ArtifactDeployment once more per object for nothing (issue 12).
+	changes := builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		WithOptions(shared.ControllerOptions()).
 		For(&konfidencev1.ArtifactDeployment{}, builder.WithPredicates(
 			predicate.NewPredicateFuncs(func(obj client.Object) bool { return handled(obj.(*konfidencev1.ArtifactDeployment)) }),
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Owns(&sourcev1.HelmRepository{}).
-		Owns(&sourcev1.OCIRepository{}).
-		Owns(&helmv2.HelmRelease{}).
-		Owns(&kustomizev1.Kustomization{}).
+		Owns(&sourcev1.HelmRepository{}, changes).
+		Owns(&sourcev1.OCIRepository{}, changes).
+		Owns(&helmv2.HelmRelease{}, changes).
+		Owns(&kustomizev1.Kustomization{}, changes).
 		Watches(&sourcev1.HelmChart{}, handler.EnqueueRequestsFromMapFunc(r.helmChartOwner)).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretUsers)).
 		WatchesRawSource(source.Kind(narrow, &corev1.Service{}, handler.TypedEnqueueRequestsFromMapFunc(r.serviceOwner))).

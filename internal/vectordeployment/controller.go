@@ -134,6 +134,9 @@ func reconcileRequest(vd *konfidencev1.VectorDeployment) (string, bool) {
 // Options configure the VectorDeployment reconciler from flags.
 type Options struct {
 	registrySecrets []string
+	// Resolver reads the vectors; nil builds an OCM client with the registry secrets. Tests and benchmarks pass one
+	// so that several managers share its cache, as one process shares it across restarts of its manager.
+	Resolver ocm.Resolver
 }
 
 // BindFlags registers the reconciler's flags.
@@ -144,9 +147,13 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 
 // SetupWithManager registers the reconciler with the manager.
 func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) error {
-	credentials, err := registryCredentials(context.Background(), mgr.GetAPIReader(), o.registrySecrets)
-	if err != nil {
-		return err
+	resolver := o.Resolver
+	if resolver == nil {
+		credentials, err := registryCredentials(context.Background(), mgr.GetAPIReader(), o.registrySecrets)
+		if err != nil {
+			return err
+		}
+		resolver = ocm.NewClient(ocm.Options{Credentials: credentials})
 	}
 	recorder, err := shared.NewEventRecorder(mgr, "vectordeployment-controller")
 	if err != nil {
@@ -155,7 +162,7 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 	r := &Reconciler{
 		Client:            mgr.GetClient(),
 		APIReader:         mgr.GetAPIReader(),
-		Source:            ocmSource{resolver: ocm.NewClient(ocm.Options{Credentials: credentials})},
+		Source:            ocmSource{resolver: resolver},
 		Recorder:          recorder,
 		Metrics:           shared.ReconcileMetrics(mgr, "VectorDeployment"),
 		RequeueDependency: shared.RequeueDependency,

@@ -57,7 +57,7 @@ type state struct {
 func (w *watcher) state(ctx context.Context, artifactsPerVector int) (state, error) {
 	var s state
 	ads := &konfidencev1.ArtifactDeploymentList{}
-	if err := w.cache.List(ctx, ads, client.InNamespace(w.namespace)); err != nil {
+	if err := w.cache.List(ctx, ads, client.InNamespace(w.namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return s, err
 	}
 	s.artifactDeployments = len(ads.Items)
@@ -70,7 +70,7 @@ func (w *watcher) state(ctx context.Context, artifactsPerVector int) (state, err
 	releases := &helmv2.HelmReleaseList{}
 	vds := &konfidencev1.VectorDeploymentList{}
 	for _, l := range []client.ObjectList{repos, releases, vds} {
-		if err := w.cache.List(ctx, l, client.InNamespace(w.namespace)); err != nil {
+		if err := w.cache.List(ctx, l, client.InNamespace(w.namespace), client.UnsafeDisableDeepCopy); err != nil {
 			return s, err
 		}
 	}
@@ -106,10 +106,10 @@ func (w *watcher) waitFor(t testing.TB, start time.Time, timeout time.Duration, 
 			}
 		}
 		last = err
-		if os.Getenv("BENCH_DEBUG") != "" && time.Since(start)%time.Second < 25*time.Millisecond {
+		if os.Getenv("BENCH_DEBUG") != "" && time.Since(start)%time.Second < 50*time.Millisecond {
 			t.Logf("%5.1fs %v", time.Since(start).Seconds(), err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("after %s: %v", timeout, last)
 	return 0

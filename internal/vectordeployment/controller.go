@@ -17,9 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
@@ -172,22 +170,13 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 }
 
 func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if err := indexIdentity(mgr); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&konfidencev1.VectorDeployment{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).
-		// Every owner, not just the controller: a reusable ArtifactDeployment's readiness matters to each
-		// VectorDeployment that shares it.
-		Watches(&konfidencev1.ArtifactDeployment{}, handler.EnqueueRequestsFromMapFunc(owningVectorDeployments)).
+		Watches(&konfidencev1.ArtifactDeployment{}, artifactDeploymentChanges()).
 		WithOptions(opts).
 		Complete(r)
-}
-
-func owningVectorDeployments(_ context.Context, obj client.Object) []reconcile.Request {
-	var requests []reconcile.Request
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.Kind == "VectorDeployment" && ref.APIVersion == konfidencev1.GroupVersion.String() {
-			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: ref.Name}})
-		}
-	}
-	return requests
 }

@@ -78,7 +78,42 @@ func (r *Reconciler) syncArtifacts(ctx context.Context, vd *konfidencev1.VectorD
 			slots[ra.Artifact.Component] = slot
 		}
 	}
+	r.eventOwnership(vd, slots)
 	return slots, kerrors.NewAggregate(errs)
+}
+
+// eventOwnership records one event for the ArtifactDeployments this reconcile created and one for those it
+// adopted, rather than one per ArtifactDeployment (issue 12: at most one event per artifact, and those for what a
+// person may act on).
+func (r *Reconciler) eventOwnership(vd *konfidencev1.VectorDeployment, slots map[string]slotResult) {
+	var made, adopted []string
+	for _, slot := range slots {
+		switch {
+		case slot.outcome == created:
+			made = append(made, slot.described)
+		case slot.adoptedNow:
+			adopted = append(adopted, slot.described)
+		}
+	}
+	if len(made) > 0 {
+		r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentCreated", "Created %d ArtifactDeployments: %s", len(made), enumerate(made))
+	}
+	if len(adopted) > 0 {
+		r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentAdopted", "Adopted %d ArtifactDeployments: %s", len(adopted), enumerate(adopted))
+	}
+}
+
+// maxListed bounds how many items a message enumerates: a vector may have hundreds of artifacts, and a condition
+// message is limited to 32768 characters by the API server.
+const maxListed = 20
+
+// enumerate joins items in order, the first maxListed of them, and says how many more there are.
+func enumerate(items []string) string {
+	items = sorted(items)
+	if len(items) <= maxListed {
+		return strings.Join(items, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more", strings.Join(items[:maxListed], "; "), len(items)-maxListed)
 }
 
 func collisionCountOfSlot(vd *konfidencev1.VectorDeployment, component string) int32 {

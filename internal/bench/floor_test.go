@@ -30,6 +30,12 @@ const floorWorkers = 8
 // owns them), with the names, labels, annotations and specs the operator gives them. The time until a watch
 // has seen all of them is the API server's floor for the landscape: no registry read, no status, no decision.
 func floor(ctx context.Context, c client.Client, namespace string, l landscape, vectors []vector) error {
+	return createLandscape(ctx, c, namespace, l, vectors, true)
+}
+
+// createLandscape creates the ArtifactDeployments of the landscape with floorWorkers workers, and their Flux
+// objects when withFlux is set.
+func createLandscape(ctx context.Context, c client.Client, namespace string, l landscape, vectors []vector, withFlux bool) error {
 	type job struct {
 		vd int
 		a  ocmtest.ComponentVersion
@@ -40,7 +46,7 @@ func floor(ctx context.Context, c client.Client, namespace string, l landscape, 
 	for range floorWorkers {
 		wg.Go(func() {
 			for j := range jobs {
-				if err := createArtifact(ctx, c, namespace, types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", j.vd)), j.a); err != nil {
+				if err := createArtifact(ctx, c, namespace, types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", j.vd)), j.a, withFlux); err != nil {
 					errs <- err
 					return
 				}
@@ -64,9 +70,9 @@ func floor(ctx context.Context, c client.Client, namespace string, l landscape, 
 	return <-errs
 }
 
-// createArtifact creates the ArtifactDeployment of artifact a for the VectorDeployment of uid, then its Flux
-// objects.
-func createArtifact(ctx context.Context, c client.Client, namespace string, uid types.UID, a ocmtest.ComponentVersion) error {
+// createArtifact creates the ArtifactDeployment of artifact a for the VectorDeployment of uid, then, withFlux,
+// its Flux objects.
+func createArtifact(ctx context.Context, c client.Client, namespace string, uid types.UID, a ocmtest.ComponentVersion, withFlux bool) error {
 	name, hash, err := naming.ArtifactDeploymentName(a.Name, a.Version, string(uid), 0)
 	if err != nil {
 		return err
@@ -100,6 +106,9 @@ func createArtifact(ctx context.Context, c client.Client, namespace string, uid 
 	}
 	if err := c.Create(ctx, ad); err != nil {
 		return fmt.Errorf("creating ArtifactDeployment %s: %w", name, err)
+	}
+	if !withFlux {
+		return nil
 	}
 	for _, obj := range fluxObjects(ad) {
 		if err := controllerutil.SetControllerReference(ad, obj, c.Scheme()); err != nil {

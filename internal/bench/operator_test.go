@@ -18,6 +18,9 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment"
 )
 
+// The benchmarks measure, they do not log.
+func init() { ctrl.SetLogger(logr.Discard()) }
+
 // operator is both reconcilers in one manager, set up as `fluxdeployer run` sets them up, with its requests to the
 // API server recorded.
 type operator struct {
@@ -29,12 +32,11 @@ type operator struct {
 // it. resolver is shared across operators, as the process's OCM client outlives a restart of its manager.
 func startOperator(t testing.TB, env *testenv.Env, resolver ocm.Resolver, concurrent int) *operator {
 	t.Helper()
-	ctrl.SetLogger(logr.Discard())
 	o := &operator{requests: &testenv.RequestRecorder{}}
 	cfg := o.requests.Wrap(env.Config)
 	// As `fluxdeployer run` configures its client (fluxcd/pkg/runtime/client.GetConfigOrDie): no client-side rate
 	// limit toward an API server with priority and fairness, which kube-apiserver has by default.
-	if enabled, err := flowcontrol.IsEnabled(context.Background(), cfg); err != nil || !enabled {
+	if enabled, err := flowcontrol.IsEnabled(context.Background(), env.Config); err != nil || !enabled {
 		t.Fatalf("the API server has no priority and fairness (%v): the binary would rate-limit its client", err)
 	}
 	cfg.QPS, cfg.Burst = -1, -1

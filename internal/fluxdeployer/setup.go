@@ -79,9 +79,10 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		return nil, err
 	}
 	narrow, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient: mgr.GetHTTPClient(),
-		Scheme:     mgr.GetScheme(),
-		Mapper:     mgr.GetRESTMapper(),
+		HTTPClient:       mgr.GetHTTPClient(),
+		Scheme:           mgr.GetScheme(),
+		Mapper:           mgr.GetRESTMapper(),
+		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.ConfigMap{}: {
 				Namespaces: map[string]cache.Config{o.ConfigNamespace: {}},

@@ -105,9 +105,14 @@ func Event(r record.EventRecorder, obj client.Object, revision, eventtype, reaso
 }
 
 // CacheOptions are the options of the manager's cache: VectorDeployments matching vdSelector (nil: all), and
-// only namespace when it is not empty.
+// only namespace when it is not empty. Every object is cached without its managed fields, which no reconciler
+// reads: they are the largest part of a server-side applied object's metadata, and the cache holds every
+// ArtifactDeployment and two Flux objects for each (issue 12: 10,000 ArtifactDeployments in 150 MiB).
 func CacheOptions(vdSelector labels.Selector, namespace string) cache.Options {
-	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{&konfidencev1.VectorDeployment{}: {Label: vdSelector}}}
+	opts := cache.Options{
+		ByObject:         map[client.Object]cache.ByObject{&konfidencev1.VectorDeployment{}: {Label: vdSelector}},
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
 	if namespace != "" {
 		opts.DefaultNamespaces = map[string]cache.Config{namespace: {}}
 	}

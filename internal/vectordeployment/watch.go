@@ -38,7 +38,7 @@ func indexIdentity(mgr ctrl.Manager) error {
 // before it is reconciled: the changes of all its ArtifactDeployments within that time are reported in one
 // reconcile and one status write, instead of one each (issue 12 measured 1.2 VectorDeployment status writes per
 // artifact without it).
-const artifactStatusDelay = time.Second
+const artifactStatusDelay = 2 * time.Second
 
 // artifactDeploymentChanges requeues the owners of an ArtifactDeployment when something they report or act on
 // changed: it went away, its owners changed, or its Ready condition or deployment results did. Every owner, not

@@ -40,6 +40,8 @@ type Reconciler struct {
 
 	// hashLength is naming.HashLength; tests shorten it so that names collide on their own.
 	hashLength int
+	// maxArtifacts is konfidencev1.MaxArtifactsPerVector; tests lower it so that a small vector exceeds it.
+	maxArtifacts int
 }
 
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments,verbs=get;list;watch
@@ -165,6 +167,7 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 		Metrics:           shared.ReconcileMetrics(mgr, "VectorDeployment"),
 		RequeueDependency: shared.RequeueDependency,
 		hashLength:        naming.HashLength,
+		maxArtifacts:      konfidencev1.MaxArtifactsPerVector,
 	}
 	return r.setupWithManager(mgr, shared.ControllerOptions())
 }

@@ -47,6 +47,8 @@ type managerOptions struct {
 	requests *testenv.RequestRecorder
 	// requeueDependency is the reconciler's RequeueDependency.
 	requeueDependency time.Duration
+	// maxArtifacts is the reconciler's maxArtifacts; zero means konfidencev1.MaxArtifactsPerVector.
+	maxArtifacts int
 }
 
 // startManager runs the VectorDeployment reconciler in its own manager against the shared API server, as a
@@ -58,6 +60,9 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 	}
 	if o.resolver == nil {
 		o.resolver = ocm.NewClient(ocm.Options{})
+	}
+	if o.maxArtifacts == 0 {
+		o.maxArtifacts = konfidencev1.MaxArtifactsPerVector
 	}
 	cfg := env.Config
 	if o.requests != nil {
@@ -77,6 +82,7 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 		Source:            ocmSource{resolver: o.resolver},
 		Recorder:          recorder,
 		hashLength:        o.hashLength,
+		maxArtifacts:      o.maxArtifacts,
 		RequeueDependency: o.requeueDependency,
 	}
 	// Several managers live in one test binary, so the controller name repeats.

@@ -33,6 +33,12 @@ func (r *Reconciler) resolve(ctx context.Context, vd *konfidencev1.VectorDeploym
 		}
 		return nil, err
 	}
+	if len(artifacts) > r.maxArtifacts {
+		// Refused before any ArtifactDeployment is created: its status could outgrow what the API server stores.
+		r.fail(vd, konfidencev1.VectorTooLargeReason, true, fmt.Sprintf("vector %s has %d artifacts, more than the %d one VectorDeployment deploys",
+			vd.Spec.Vector, len(artifacts), r.maxArtifacts))
+		return nil, nil
+	}
 	if reason, msg := artifactFailures(artifacts); reason != "" {
 		conditions.MarkFalse(vd, konfidencev1.VectorDownloadedCondition, reason, "%s", msg)
 	} else {
@@ -96,20 +102,19 @@ func (r *Reconciler) eventOwnership(vd *konfidencev1.VectorDeployment, slots map
 		}
 	}
 	if len(made) > 0 {
-		r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentCreated", "Created %d ArtifactDeployments: %s", len(made), enumerate(made))
+		r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentCreated", "Created %d ArtifactDeployments: %s", len(made), enumerate(sorted(made)))
 	}
 	if len(adopted) > 0 {
-		r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentAdopted", "Adopted %d ArtifactDeployments: %s", len(adopted), enumerate(adopted))
+		r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentAdopted", "Adopted %d ArtifactDeployments: %s", len(adopted), enumerate(sorted(adopted)))
 	}
 }
 
-// maxListed bounds how many items a message enumerates: a vector may have hundreds of artifacts, and a condition
-// message is limited to 32768 characters by the API server.
+// maxListed bounds how many items a message enumerates: a vector may have hundreds of artifacts, and the API
+// server refuses a condition message of more than 32768 characters, and with it the whole status write.
 const maxListed = 20
 
-// enumerate joins items in order, the first maxListed of them, and says how many more there are.
+// enumerate joins items in their order, the first maxListed of them, and says how many more there are.
 func enumerate(items []string) string {
-	items = sorted(items)
 	if len(items) <= maxListed {
 		return strings.Join(items, "; ")
 	}
@@ -172,7 +177,7 @@ func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []Re
 
 	switch {
 	case len(limited) > 0:
-		msg := fmt.Sprintf("gave up after %d collision salts: %s", konfidencev1.MaxCollisionCount, strings.Join(sorted(limited), "; "))
+		msg := fmt.Sprintf("gave up after %d collision salts: %s", konfidencev1.MaxCollisionCount, enumerate(sorted(limited)))
 		conditions.MarkFalse(vd, konfidencev1.ArtifactDeploymentsCreatedCondition, konfidencev1.HashCollisionLimitExceededReason, "%s", msg)
 		if !conditions.IsStalled(vd) || conditions.GetReason(vd, konfidencev1.StalledCondition) != konfidencev1.HashCollisionLimitExceededReason {
 			collisionsLimitExceeded.Inc()
@@ -281,7 +286,7 @@ func (w *waitingArtifacts) summary(total int) (reason, msg string) {
 			reason = c.Reason
 		}
 	}
-	return reason, fmt.Sprintf("%d/%d artifacts ready; waiting for %s", total-len(w.names), total, strings.Join(parts, "; "))
+	return reason, fmt.Sprintf("%d/%d artifacts ready; waiting for %s", total-len(w.names), total, enumerate(parts))
 }
 
 // isProgressing tells the reasons of work under way from those of a failure.
@@ -301,7 +306,7 @@ func artifactFailures(artifacts []ResolvedArtifact) (reason, msg string) {
 		}
 		msgs = append(msgs, fmt.Sprintf("%s: %v", a.Ref, a.Err))
 	}
-	return reason, strings.Join(msgs, "; ")
+	return reason, enumerate(msgs)
 }
 
 // failureReason is the condition reason for a failure: the OCM package's typed reason where it has one, and a

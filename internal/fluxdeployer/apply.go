@@ -60,6 +60,8 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object) (applyOutcome
 		if err != nil {
 			return unchanged, nil, err
 		}
+		// Typed reads come without apiVersion and kind; the desired object has them.
+		live["apiVersion"], live["kind"] = desired.GetAPIVersion(), desired.GetKind()
 		if contains(live, desired.Object) {
 			return unchanged, cached, nil
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -198,10 +197,13 @@ func (r *Reconciler) finalizeStatus(ctx context.Context, original, ad *konfidenc
 			r.event(ad, corev1.EventTypeNormal, ready.Reason, "%s", ready.Message)
 		}
 	}
-	if equality.Semantic.DeepEqual(original.Status, ad.Status) {
-		return nil
+	// Compared as the JSON the patch would send, not as Go values: a deployment result's spec is raw JSON, which
+	// the API server stores with its keys sorted, so equal results read back as different bytes.
+	patch := client.MergeFrom(original)
+	if data, err := patch.Data(ad); err != nil || string(data) == "{}" {
+		return err
 	}
-	return r.client.Status().Patch(ctx, ad, client.MergeFrom(original), client.FieldOwner(FieldManager))
+	return r.client.Status().Patch(ctx, ad, patch, client.FieldOwner(FieldManager))
 }
 
 // recordApply emits an event when the deployer changed a Flux object that existed: drift corrected, or a new

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"testing"
@@ -57,7 +58,8 @@ func benchmarkConverge(b *testing.B, l landscape) {
 		registryBefore := reg.Requests()
 		b.StartTimer()
 		start = time.Now()
-		op := startOperator(b, env, ocm.NewClient(ocm.Options{}), concurrency())
+		resolver := ocm.NewClient(ocm.Options{})
+		op := startOperator(b, env, resolver, concurrency())
 		for i := range l.vectorDeployments {
 			testenv.CreateVectorDeployment(b, env.Client, ns, fmt.Sprintf("vd-%d", i), vectorOf(vectors, i).ref)
 		}
@@ -73,6 +75,10 @@ func benchmarkConverge(b *testing.B, l landscape) {
 		b.ReportMetric(operatorTime.Seconds()/floorTime.Seconds(), "ratio")
 		countRequests(op.requests.Take()).report(b, l.total())
 		b.ReportMetric(float64(reg.Requests()-registryBefore)/float64(l.total()), "registry-requests/artifact")
+		b.ReportMetric(statusBytes(b, env, ns)/float64(l.total()), "vd-status-B/artifact")
+		steady := steadyState(b, env, reg, l, resolver, ns)
+		b.ReportMetric(float64(steady.writes+steady.events), "steady-writes")
+		b.ReportMetric(float64(steady.registry), "steady-registry-requests")
 		deleteAll(b, env, ns)
 		b.StartTimer()
 	}
@@ -105,4 +111,22 @@ func deleteAll(t testing.TB, env *testenv.Env, namespace string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// statusBytes is the size of the VectorDeployments' status in the namespace, as JSON.
+func statusBytes(t testing.TB, env *testenv.Env, namespace string) float64 {
+	t.Helper()
+	list := &konfidencev1.VectorDeploymentList{}
+	if err := env.Client.List(context.Background(), list, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for i := range list.Items {
+		data, err := json.Marshal(list.Items[i].Status)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(data)
+	}
+	return float64(n)
 }

@@ -143,7 +143,7 @@ func fluxObjects(ad *konfidencev1.ArtifactDeployment) []client.Object {
 			}},
 			CommonMetadata: &helmv2.CommonMetadata{Labels: map[string]string{konfidencev1.ArtifactDeploymentLabel: ad.Name}},
 			DriftDetection: &helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled},
-			Install: &helmv2.Install{Timeout: timeout, CreateNamespace: true, Remediation: &helmv2.InstallRemediation{Retries: 3}},
+			Install:        &helmv2.Install{Timeout: timeout, CreateNamespace: true, Remediation: &helmv2.InstallRemediation{Retries: 3}},
 			Upgrade: &helmv2.Upgrade{Timeout: timeout, Remediation: &helmv2.UpgradeRemediation{
 				Retries: 3, RemediateLastFailure: ptr.To(true), Strategy: ptr.To(helmv2.RollbackRemediationStrategy)}},
 		}},

@@ -63,7 +63,7 @@ func startOperator(t testing.TB, env *testenv.Env, resolver ocm.Resolver, concur
 
 // requestCounts sorts an operator's API requests by what they touch.
 type requestCounts struct {
-	reads, writes, events                         int
+	reads, writes, events                          int
 	vectorDeployments, artifactDeployments, fluxes int // writes
 }
 

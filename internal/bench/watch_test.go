@@ -51,7 +51,7 @@ func watch(t testing.TB, env *testenv.Env, namespace string) *watcher {
 // state is what the watcher sees of a landscape.
 type state struct {
 	artifactDeployments, reported, helmRepositories, helmReleases int
-	vectorDeployments, vectorsReported                           int
+	vectorDeployments, vectorsReported                            int
 }
 
 func (w *watcher) state(ctx context.Context, artifactsPerVector int) (state, error) {

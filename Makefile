@@ -84,6 +84,23 @@ bench-e2e: ## Convergence: the API server's floor, then the operator, at 100x10 
 bench-memory: ## Memory: the operator binary's peak RSS and heap with 10,000 ArtifactDeployments and 20,000 Flux objects.
 	$(BENCH_SCALE) -bench 'BenchmarkMemory/1000x10$$'
 
+.PHONY: collisions
+collisions: ## Collision statistics of the name hash (docs/data/collisions.*) and the 2,000-artifact collision storm on a real API server.
+	@mkdir -p docs/data
+	go run ./hack/collisions -seeds 1000 -csv docs/data/collisions.csv | tee docs/data/collisions.md
+	assets=$$(hack/test-assets.sh) && FLUXDEPLOYER_STORM=full KUBEBUILDER_ASSETS=$$assets \
+		go test ./internal/vectordeployment -run '^TestCollisionStorm$$' -count=1 -v -timeout 30m | tee docs/data/storm.txt
+
+.PHONY: chaos
+chaos: ## Chaos at scale: 1,000 artifacts converging while the operator is SIGKILLed 20 times, the API server restarts and the registry is down 30 s; then leader failover (minutes; not part of make test).
+	@mkdir -p docs/data
+	assets=$$(hack/test-assets.sh) && KUBEBUILDER_ASSETS=$$assets \
+		go test ./internal/chaos -run '^$$' -bench '^BenchmarkChaosAtScale$$' -benchtime 1x -timeout 60m | tee docs/data/bench-chaos.txt
+
+.PHONY: plots
+plots: ## Draw docs/*.png from the benchmark outputs in docs/data (hack/plots, gonum/plot).
+	cd hack/plots && go run . -data ../../docs/data -out ../../docs
+
 .PHONY: build
 build: ## Build bin/fluxdeployer (with the version and commit `fluxdeployer version` prints).
 	go build -ldflags "$(LDFLAGS)" -o bin/fluxdeployer ./cmd/fluxdeployer

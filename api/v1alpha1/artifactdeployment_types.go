@@ -109,6 +109,12 @@ type Resource struct {
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=object
 	Content *apiextensionsv1.JSON `json:"content,omitempty"`
+
+	// Digest is the content digest the component descriptor records for the resource (for an OCI artifact, its
+	// manifest digest). The deployer pulls the artifact by it, so a tag moved to other content is never deployed.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	Digest string `json:"digest,omitempty"`
 }
 
 // DeploymentResult is one result of a deployment, e.g. the address of a Service it created.

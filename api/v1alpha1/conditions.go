@@ -32,6 +32,16 @@ const (
 	InvalidNameInputReason = "InvalidNameInput"
 )
 
+// Condition reasons of the registry credentials a VectorDeployment is read with: its spec.secretRef, or the
+// operator's --registry-secrets. Both are retried: the Secret may yet be created or fixed.
+const (
+	// RegistrySecretNotFoundReason: a registry Secret does not exist.
+	RegistrySecretNotFoundReason = "RegistrySecretNotFound"
+	// RegistrySecretInvalidReason: a registry Secret is not a kubernetes.io/dockerconfigjson Secret, or its
+	// content cannot be read.
+	RegistrySecretInvalidReason = "RegistrySecretInvalid"
+)
+
 // MaxCollisionCount is the number of salts tried for one artifact before the controller stops: that many
 // collisions in a 36^10 space is a bug, not bad luck.
 const MaxCollisionCount = 5

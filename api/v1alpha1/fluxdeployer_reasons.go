@@ -31,3 +31,10 @@ const (
 	// FluxObjectUpdatedReason is the event reason for a Flux object the deployer changed.
 	FluxObjectUpdatedReason = "FluxObjectUpdated"
 )
+
+// Reasons of the Flux deployer for a cluster that lacks part of Flux (issue 9, finding 13).
+const (
+	// FluxCRDsMissingReason: the API server does not serve a Flux kind the ArtifactDeployment needs (its CRD is not
+	// installed); the deployer watches for it and deploys the ArtifactDeployment once it is.
+	FluxCRDsMissingReason = "FluxCRDsMissing"
+)

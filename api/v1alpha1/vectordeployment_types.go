@@ -5,8 +5,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// VectorDeploymentSpec names the vector to deploy. It is immutable but for suspend: deploying another vector is a
-// new VectorDeployment, so the ArtifactDeployments of the old one are never silently replaced.
+// VectorDeploymentSpec names the vector to deploy. The vector is immutable (suspend and secretRef may change):
+// deploying another vector is a new VectorDeployment, so the ArtifactDeployments of the old one are never silently
+// replaced.
 // +kubebuilder:validation:XValidation:rule="self.vector == oldSelf.vector",message="VectorDeployment spec is immutable"
 type VectorDeploymentSpec struct {
 	// Vector is the OCM reference of the vector component version, e.g.
@@ -16,10 +17,22 @@ type VectorDeploymentSpec struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Vector string `json:"vector"`
 
+	// SecretRef names a kubernetes.io/dockerconfigjson Secret in this namespace holding the credentials the
+	// vector and its artifacts are read with. It is read at every reconcile, so a rotated Secret takes effect at
+	// the next one. Credentials are sent over TLS only, unless the operator allows a host in clear.
+	// +optional
+	SecretRef *meta.LocalObjectReference `json:"secretRef,omitempty"`
+
 	// Suspend stops the reconciler of this VectorDeployment: no registry reads, no writes. Its
 	// ArtifactDeployments, and Flux behind them, keep running; suspend those to freeze the deployments.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// Verify requires the vector to carry OCM signatures that verify with the given keys, and the artifacts to
+	// match the digests the vector pins them with. Nothing of an unverified vector is deployed. Without it, the
+	// operator's --require-signatures default applies.
+	// +optional
+	Verify *VectorVerification `json:"verify,omitempty"`
 }
 
 // ResultingArtifactDeployment is the ArtifactDeployment created for one artifact of the vector.

@@ -19,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/fluxdeployer"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
@@ -173,4 +174,22 @@ func vectorDeployment(t *testing.T, c client.Client, namespace, name string, sel
 		t.Fatal(err)
 	}
 	return vd
+}
+
+// TestRemoteTargetFlags: the Flux deployer's kubeconfig flags have Flux's names and defaults (no exec, no insecure
+// TLS, 30s per request), and the reconcile deadline defaults to fluxdeployer.DefaultReconcileTimeout.
+func TestRemoteTargetFlags(t *testing.T) {
+	remote := func() fluxdeployer.RemoteOptions {
+		return controllerSetups["fluxdeployer"].(*fluxdeployer.Options).Remote
+	}
+	parseRunOptions(t)
+	if o := remote(); o.KubeConfig.InsecureExecProvider || o.KubeConfig.InsecureTLS || *o.KubeConfig.Timeout != 30*time.Second ||
+		o.ReconcileTimeout != fluxdeployer.DefaultReconcileTimeout {
+		t.Errorf("defaults: %+v, request timeout %s", o, *o.KubeConfig.Timeout)
+	}
+	parseRunOptions(t, "--insecure-kubeconfig-exec", "--insecure-kubeconfig-tls", "--remote-request-timeout=5s", "--reconcile-timeout=20s")
+	if o := remote(); !o.KubeConfig.InsecureExecProvider || !o.KubeConfig.InsecureTLS || *o.KubeConfig.Timeout != 5*time.Second ||
+		o.ReconcileTimeout != 20*time.Second {
+		t.Errorf("set: %+v, request timeout %s", o, *o.KubeConfig.Timeout)
+	}
 }

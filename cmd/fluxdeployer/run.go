@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -34,13 +35,17 @@ import (
 
 type runOptions struct {
 	metricsAddr, healthAddr string
+	gracefulShutdownTimeout time.Duration
 	controllers             []string
-	leaderElection          leaderelection.Options
-	logging                 logger.Options
-	kubeAPI                 fluxclient.Options
-	watch                   fluxcontroller.WatchOptions
-	featureGates            features.FeatureGates
-	shared                  operating.Options
+	// reuseControllerNames lets tests build several managers in one process: controller-runtime refuses a
+	// controller name twice per process, since both would report the same metrics.
+	reuseControllerNames bool
+	leaderElection       leaderelection.Options
+	logging              logger.Options
+	kubeAPI              fluxclient.Options
+	watch                fluxcontroller.WatchOptions
+	featureGates         features.FeatureGates
+	shared               operating.Options
 }
 
 func newRunCommand() *cobra.Command {
@@ -70,6 +75,8 @@ func newRunCommand() *cobra.Command {
 func (o *runOptions) bindFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.metricsAddr, "metrics-addr", ":8080", "address the Prometheus metrics endpoint binds to (0 disables it)")
 	f.StringVar(&o.healthAddr, "health-addr", ":9440", "address the health and readiness probes bind to")
+	f.DurationVar(&o.gracefulShutdownTimeout, "graceful-shutdown-timeout", defaultGracefulShutdownTimeout,
+		"how long the reconciles in progress may take to finish once the process is asked to stop; below the pod's terminationGracePeriodSeconds (30s by default)")
 	f.StringSliceVar(&o.controllers, "controllers", knownControllers(),
 		"reconcilers to run, comma-separated (known: "+strings.Join(knownControllers(), ", ")+")")
 	f.StringVar(&o.shared.EventsAddr, "events-addr", "",
@@ -91,6 +98,10 @@ func (o *runOptions) bindFlags(f *pflag.FlagSet) {
 	}
 }
 
+// defaultGracefulShutdownTimeout leaves the process time to exit on its own within a pod's default grace period of
+// 30s. Every call a reconcile makes honours the manager's context, so stopping takes milliseconds, not this.
+const defaultGracefulShutdownTimeout = 20 * time.Second
+
 func knownControllers() []string {
 	names := make([]string, 0, len(controllerSetups))
 	for name := range controllerSetups {
@@ -100,11 +111,11 @@ func knownControllers() []string {
 	return names
 }
 
-// The manager itself needs events for every reconciler, and for leader election a Lease in its own namespace
-// (a Role there, not cluster-wide rights; client-go's LeaseLock gets, creates and updates it).
+// The manager itself needs events for every reconciler (core/v1 Events: client-go's recorder creates them and
+// patches the count of a repeated one), and for leader election a Lease in its own namespace (a Role there, not
+// cluster-wide rights; client-go's LeaseLock gets, creates and updates it).
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update,namespace=fluxdeployer-system
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // newScheme knows Kubernetes' kinds, the project's, and the Flux objects the Flux deployer writes and watches.
 func newScheme() (*runtime.Scheme, error) {
@@ -131,6 +142,10 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	watchNamespace, err := o.watchNamespace()
+	if err != nil {
+		return nil, err
+	}
 	cacheOptions, err := o.cacheOptions()
 	if err != nil {
 		return nil, err
@@ -149,7 +164,9 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 		LeaseDuration:                 &o.leaderElection.LeaseDuration,
 		RenewDeadline:                 &o.leaderElection.RenewDeadline,
 		RetryPeriod:                   &o.leaderElection.RetryPeriod,
+		GracefulShutdownTimeout:       &o.gracefulShutdownTimeout,
 		Logger:                        ctrl.Log,
+		Controller:                    config.Controller{SkipNameValidation: &o.reuseControllerNames},
 	})
 	if err != nil {
 		return nil, err
@@ -168,6 +185,7 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 	}
 	shared := o.shared
 	shared.Metrics = reconcileMetrics()
+	shared.WatchNamespace = watchNamespace
 	for _, name := range o.controllers {
 		if err := controllerSetups[name].SetupWithManager(mgr, shared); err != nil {
 			return nil, fmt.Errorf("setting up controller %s: %w", name, err)
@@ -179,6 +197,19 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 // reconcileMetrics registers Flux's reconcile metrics once per process, however many managers it builds.
 var reconcileMetrics = sync.OnceValue(metrics.MustMakeRecorder)
 
+// watchNamespace is the one namespace to watch with --watch-all-namespaces=false, the runtime namespace as for
+// Flux's controllers; empty for all.
+func (o runOptions) watchNamespace() (string, error) {
+	if o.watch.AllNamespaces {
+		return "", nil
+	}
+	namespace := os.Getenv("RUNTIME_NAMESPACE")
+	if namespace == "" {
+		return "", fmt.Errorf("--watch-all-namespaces=false needs RUNTIME_NAMESPACE, the namespace to watch")
+	}
+	return namespace, nil
+}
+
 // cacheOptions narrow what the manager watches as --watch-all-namespaces and --watch-label-selector ask. The
 // label selector applies to VectorDeployments only: the ArtifactDeployments they create do not carry their
 // labels, and are followed through their owner.
@@ -187,12 +218,9 @@ func (o runOptions) cacheOptions() (cache.Options, error) {
 	if err != nil {
 		return cache.Options{}, fmt.Errorf("parsing --watch-label-selector: %w", err)
 	}
-	namespace := ""
-	if !o.watch.AllNamespaces {
-		namespace = os.Getenv("RUNTIME_NAMESPACE")
-		if namespace == "" {
-			return cache.Options{}, fmt.Errorf("--watch-all-namespaces=false needs RUNTIME_NAMESPACE, the namespace to watch")
-		}
+	watchNamespace, err := o.watchNamespace()
+	if err != nil {
+		return cache.Options{}, err
 	}
-	return operating.CacheOptions(selector, namespace), nil
+	return operating.CacheOptions(selector, watchNamespace), nil
 }

@@ -1,15 +1,25 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
 
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/fluxdeployer"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
@@ -19,6 +29,7 @@ func TestManagerServesProbes(t *testing.T) {
 	// Both reconcilers run, so the Flux CRDs the Flux deployer watches must be installed.
 	env := testenv.Start(t, filepath.Join(testenv.RepoRoot(), "internal", "fluxdeployer", "testdata", "crds"))
 	o := parseRunOptions(t, "--metrics-addr=0", "--health-addr="+testenv.FreeAddr(t))
+	o.reuseControllerNames = true
 	mgr, err := newManager(env.Config, o)
 	if err != nil {
 		t.Fatal(err)
@@ -39,6 +50,114 @@ func TestManagerServesProbes(t *testing.T) {
 				t.Fatalf("%s never answered 200 (last: %v)", url, err)
 			}
 			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// TestManagerStopsWithCallsInFlight asks the operator's manager to stop while a registry read and a call to a
+// remote target hang on servers that never answer: it stops within its --graceful-shutdown-timeout, without error.
+func TestManagerStopsWithCallsInFlight(t *testing.T) {
+	env := testenv.Start(t, filepath.Join(testenv.RepoRoot(), "internal", "fluxdeployer", "testdata", "crds"))
+	ns := namespace(t, env.Client)
+	o := parseRunOptions(t, "--metrics-addr=0", "--health-addr=0", "--graceful-shutdown-timeout=10s",
+		// Nothing but the manager's context ends the calls in flight: no request timeout, a far deadline.
+		"--remote-request-timeout=0", "--reconcile-timeout=1h", "--flux-deployer-config-namespace="+ns)
+	o.reuseControllerNames = true
+	mgr, err := newManager(env.Config, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- mgr.Start(ctx) }()
+
+	registry, remote := testenv.NewSilentServer(t), testenv.NewSilentServer(t)
+	hangOnRegistry(t, env.Client, ns, registry)
+	hangOnRemoteTarget(t, env.Client, ns, remote)
+	testenv.Eventually(t, time.Minute, func() error {
+		if registry.Accepted() == 0 || remote.Accepted() == 0 {
+			return fmt.Errorf("calls in flight: registry %d, remote target %d", registry.Accepted(), remote.Accepted())
+		}
+		return nil
+	})
+	began := time.Now()
+	cancel()
+	select {
+	case err := <-stopped:
+		t.Logf("the manager stopped %s after it was asked to, with a registry read and a remote call in flight",
+			time.Since(began).Round(time.Millisecond))
+		if err != nil {
+			t.Errorf("the manager stopped with %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the manager had not stopped a minute after it was asked to")
+	}
+}
+
+// hangOnRegistry creates a VectorDeployment whose vector is in a registry that never answers.
+func hangOnRegistry(t *testing.T, c client.Client, ns string, registry *testenv.SilentServer) {
+	t.Helper()
+	testenv.CreateVectorDeployment(t, c, ns, "shop", "http://"+registry.Addr+"//acme.org/vectors/shop:1.0.0")
+}
+
+// hangOnRemoteTarget makes ns deploy to a remote target that never answers, and reports an ArtifactDeployment
+// there deployed as Flux would, so that the Flux deployer lists its Services on the target.
+func hangOnRemoteTarget(t *testing.T, c client.Client, ns string, remote *testenv.SilentServer) {
+	t.Helper()
+	ctx := context.Background()
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: remote, cluster: {server: "http://%s"}}]
+users: [{name: tenant, user: {}}]
+contexts: [{name: remote, context: {cluster: remote, user: tenant}}]
+current-context: remote
+`, remote.Addr)
+	ad := &konfidencev1.ArtifactDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backend-1-2-3-e1mvwibzp5", Annotations: map[string]string{
+			konfidencev1.ArtifactComponentAnnotation: "acme.org/artifacts/backend",
+			konfidencev1.ArtifactVersionAnnotation:   "1.2.3",
+			konfidencev1.ArtifactHashAnnotation:      "e1mvwibzp5",
+		}},
+		Spec: konfidencev1.ArtifactDeploymentSpec{
+			Manifest: konfidencev1.ArtifactManifest{Type: fluxdeployer.KustomizeManifestType},
+			Component: konfidencev1.Component{Name: "acme.org/artifacts/backend", Version: "1.2.3", Resources: []konfidencev1.Resource{{
+				Name: "bundle", Type: "kustomize",
+				Content: &apiextensionsv1.JSON{Raw: []byte(`{"type":"ociArtifact","imageReference":"registry.example.com/bundles/backend:1.2.3"}`)},
+			}}},
+		},
+	}
+	for _, obj := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "landscape"}, Data: map[string][]byte{"value": []byte(kubeconfig)}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "flux-deployer-configuration"},
+			Data: map[string]string{"deploymentTargets": ns + ":\n  secretRef:\n    name: landscape\n"}},
+		ad,
+	} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What source-controller and kustomize-controller report once the bundle is applied.
+	key := client.ObjectKeyFromObject(ad)
+	repo, kustomization := &sourcev1.OCIRepository{}, &kustomizev1.Kustomization{}
+	testenv.Eventually(t, time.Minute, func() error {
+		if err := c.Get(ctx, key, repo); err != nil {
+			return err
+		}
+		return c.Get(ctx, key, kustomization)
+	})
+	ready := func(generation int64, reason string) []metav1.Condition {
+		return []metav1.Condition{{Type: meta.ReadyCondition, Status: metav1.ConditionTrue, Reason: reason, Message: "done",
+			ObservedGeneration: generation, LastTransitionTime: metav1.Now()}}
+	}
+	repo.Status.Conditions, repo.Status.ObservedGeneration = ready(repo.Generation, meta.SucceededReason), repo.Generation
+	kustomization.Status.Conditions = append(ready(kustomization.Generation, meta.ReconciliationSucceededReason), metav1.Condition{
+		Type: meta.HealthyCondition, Status: metav1.ConditionTrue, Reason: meta.SucceededReason, Message: "healthy",
+		ObservedGeneration: kustomization.Generation, LastTransitionTime: metav1.Now()})
+	kustomization.Status.ObservedGeneration = kustomization.Generation
+	for _, obj := range []client.Object{repo, kustomization} {
+		if err := c.Status().Update(ctx, obj); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"oras.land/oras-go/v2/registry/remote/credentials"
 
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
@@ -21,7 +22,7 @@ func newVectorCommand() *cobra.Command {
 		Use:   "vector",
 		Short: "Work with OCM vectors",
 	}
-	cmd.AddCommand(newVectorInspectCommand())
+	cmd.AddCommand(newVectorInspectCommand(), newVectorVerifyCommand())
 	return cmd
 }
 
@@ -42,10 +43,13 @@ type inspectedResource struct {
 	Name   string          `json:"name"`
 	Type   string          `json:"type"`
 	Access json.RawMessage `json:"access"`
+	// Digest is the content digest the deployer pins the resource by, when the descriptor records one.
+	Digest string `json:"digest,omitempty"`
 }
 
 func newVectorInspectCommand() *cobra.Command {
-	var uid, output, caFile, dockerConfig string
+	var uid, output string
+	var registry registryFlags
 	cmd := &cobra.Command{
 		Use:   "inspect REF [--uid U] [-o json|table]",
 		Short: "Resolve a vector and print its artifacts",
@@ -58,7 +62,7 @@ func newVectorInspectCommand() *cobra.Command {
 			if output != outputJSON && output != outputTable {
 				return fmt.Errorf("unknown output format %q (want json or table)", output)
 			}
-			opts, err := clientOptions(caFile, dockerConfig)
+			opts, err := registry.options()
 			if err != nil {
 				return err
 			}
@@ -86,9 +90,28 @@ func newVectorInspectCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&uid, "uid", "", "VectorDeployment UID, for artifacts that disable reuse")
 	f.StringVarP(&output, "output", "o", outputTable, "output format: json or table")
-	f.StringVar(&caFile, "ca-file", "", "PEM file of CAs to trust for registry TLS, instead of the system pool")
-	f.StringVar(&dockerConfig, "docker-config", "", "docker config.json with registry credentials (auths, and the credential helpers of credsStore and credHelpers)")
+	registry.bind(f)
 	return cmd
+}
+
+// registryFlags are the registry access flags of the commands that read vectors.
+type registryFlags struct {
+	caFile, dockerConfig    string
+	insecureCredentialHosts []string
+}
+
+func (r *registryFlags) bind(f *pflag.FlagSet) {
+	f.StringVar(&r.caFile, "ca-file", "", "PEM file of CAs to trust for registry TLS, instead of the system pool")
+	f.StringVar(&r.dockerConfig, "docker-config", "", "docker config.json with registry credentials (auths, and the credential helpers of credsStore and credHelpers)")
+	f.StringSliceVar(&r.insecureCredentialHosts, "insecure-registry-credentials-hosts", nil,
+		"registry hosts (host[:port]) credentials may be sent to over plain HTTP (http:// references); to others they are sent over TLS only")
+}
+
+// options returns the OCM client options the flags ask for.
+func (r *registryFlags) options() (ocm.Options, error) {
+	opts, err := clientOptions(r.caFile, r.dockerConfig)
+	opts.InsecureCredentialHosts = r.insecureCredentialHosts
+	return opts, err
 }
 
 func clientOptions(caFile, dockerConfig string) (ocm.Options, error) {
@@ -132,7 +155,7 @@ func inspectArtifact(a *ocm.Artifact, uid string) (inspectedArtifact, error) {
 		Resources: make([]inspectedResource, 0, len(a.Resources)),
 	}
 	for _, r := range a.Resources {
-		ia.Resources = append(ia.Resources, inspectedResource{Name: r.Name, Type: r.Type, Access: r.Access})
+		ia.Resources = append(ia.Resources, inspectedResource{Name: r.Name, Type: r.Type, Access: r.Access, Digest: r.Digest})
 	}
 	return ia, nil
 }
@@ -147,12 +170,24 @@ func printArtifactTable(out io.Writer, artifacts []inspectedArtifact) error {
 		}
 		resources := make([]string, 0, len(a.Resources))
 		for _, r := range a.Resources {
-			resources = append(resources, r.Name+"("+r.Type+")")
+			resources = append(resources, r.Name+"("+r.Type+")"+shortDigest(r.Digest))
 		}
 		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%s\t%s\t%s\n", a.Component, a.Version, a.Type, a.AllowReuse, a.Name,
 			orDash(strings.Join(tasks, ",")), orDash(strings.Join(resources, ",")))
 	}
 	return w.Flush()
+}
+
+// shortDigest abbreviates a pinned digest for the table as "@sha256:" and 12 hex digits, as docker shortens IDs.
+func shortDigest(digest string) string {
+	const short = len("sha256:") + 12
+	if len(digest) > short {
+		digest = digest[:short]
+	}
+	if digest == "" {
+		return ""
+	}
+	return "@" + digest
 }
 
 func orDash(s string) string {

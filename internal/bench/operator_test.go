@@ -30,7 +30,7 @@ type operator struct {
 
 // startOperator runs the operator in this process, so that a CPU profile of the benchmark (-cpuprofile) shows
 // it. resolver is shared across operators, as the process's OCM client outlives a restart of its manager.
-func startOperator(t testing.TB, env *testenv.Env, resolver ocm.Resolver, concurrent int) *operator {
+func startOperator(t testing.TB, env *testenv.Env, resolver *ocm.Client, concurrent int) *operator {
 	t.Helper()
 	o := &operator{requests: &testenv.RequestRecorder{}}
 	cfg := o.requests.Wrap(env.Config)

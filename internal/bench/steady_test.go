@@ -49,7 +49,7 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 }
 
 // converge runs an operator until it has converged the landscape in a new namespace, and stops it.
-func converge(t testing.TB, env *testenv.Env, reg *ocmtest.Registry, l landscape, resolver ocm.Resolver) string {
+func converge(t testing.TB, env *testenv.Env, reg *ocmtest.Registry, l landscape, resolver *ocm.Client) string {
 	t.Helper()
 	vectors := l.publish(t, reg)
 	ns := namespace(t, env, "steady-")
@@ -75,7 +75,7 @@ type steadyCounts struct {
 
 // steadyState starts a new operator on a converged landscape and reconciles every object twice (see
 // TestSteadyStateWritesNothing), and returns what that cost.
-func steadyState(t testing.TB, env *testenv.Env, reg *ocmtest.Registry, l landscape, resolver ocm.Resolver, ns string) steadyCounts {
+func steadyState(t testing.TB, env *testenv.Env, reg *ocmtest.Registry, l landscape, resolver *ocm.Client, ns string) steadyCounts {
 	t.Helper()
 	ctx := context.Background()
 	registryBefore := reg.Requests()

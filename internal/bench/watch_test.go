@@ -139,17 +139,29 @@ func operatorDone(l landscape) func(state) error {
 	}
 }
 
-// reportedArtifacts counts the artifacts a VectorDeployment's Ready message accounts for: the ready ones, and each
-// waiting one that it names with its own reason ("2/3 artifacts ready; waiting for a-…: Progressing: …").
+// reportedArtifacts counts the artifacts a VectorDeployment's Ready message accounts for: the ready ones, each
+// waiting one that it names with its own reason ("2/3 artifacts ready; waiting for a-…: Progressing: …"), and the
+// ones it leaves out of a long list ("…; and 5 more"), once every one listed has a reason.
 func reportedArtifacts(msg string) int {
 	var ready, total int
 	if _, err := fmt.Sscanf(msg, "%d/%d artifacts ready", &ready, &total); err != nil {
 		return 0
 	}
-	_, waiting, _ := strings.Cut(msg, "waiting for ")
+	_, waiting, found := strings.Cut(msg, "waiting for ")
+	if !found {
+		return ready
+	}
 	for part := range strings.SplitSeq(waiting, "; ") {
-		if strings.Contains(part, ": ") {
+		var more int
+		switch {
+		case strings.Contains(part, ": "):
 			ready++
+		case strings.HasPrefix(part, "and "):
+			if _, err := fmt.Sscanf(part, "and %d more", &more); err == nil {
+				ready += more
+			}
+		default:
+			return 0 // listed without a reason: it has not reported yet
 		}
 	}
 	return ready

@@ -1,6 +1,8 @@
 package controlplane
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -28,6 +30,9 @@ type APIServer struct {
 	// kube-controller-manager). fluxdeployer itself gets ServiceAccountKubeconfig instead.
 	Kubeconfig []byte
 	env        *envtest.Environment
+	// certDir holds kube-apiserver's serving certificates and service-account keys. It is ours, not envtest's,
+	// so that Restart keeps them: a new CA or signing key would invalidate every client's kubeconfig and token.
+	certDir string
 }
 
 // RepoRoot is the root of the fluxdeployer module, found from this file so that tests of any package and the
@@ -63,13 +68,19 @@ func StartAPIServer(assetsDir string, extraCRDDirs ...string) (_ *APIServer, err
 		Scheme:                scheme,
 	}
 	te.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
-	cfg, err := te.Start()
+	certDir, err := os.MkdirTemp("", "kube-apiserver-")
 	if err != nil {
 		return nil, err
+	}
+	te.ControlPlane.GetAPIServer().CertDir = certDir
+	cfg, err := te.Start()
+	if err != nil {
+		return nil, errors.Join(err, os.RemoveAll(certDir))
 	}
 	defer func() {
 		if err != nil {
 			_ = te.Stop()
+			_ = os.RemoveAll(certDir)
 		}
 	}()
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
@@ -84,7 +95,7 @@ func StartAPIServer(assetsDir string, extraCRDDirs ...string) (_ *APIServer, err
 	if err != nil {
 		return nil, err
 	}
-	return &APIServer{Config: cfg, Client: c, Scheme: scheme, Kubeconfig: kubeconfig, env: te}, nil
+	return &APIServer{Config: cfg, Client: c, Scheme: scheme, Kubeconfig: kubeconfig, env: te, certDir: certDir}, nil
 }
 
 // Connect uses an existing cluster through a kubeconfig instead of starting one; Stop leaves it running.
@@ -113,7 +124,23 @@ func (s *APIServer) Stop() error {
 	if s.env == nil {
 		return nil
 	}
-	return s.env.Stop()
+	return errors.Join(s.env.Stop(), os.RemoveAll(s.certDir))
+}
+
+// Restart stops kube-apiserver and starts it again on the same port, certificates and etcd, as a control-plane
+// upgrade or crash would: clients see their connections and watches drop, and the same credentials work after.
+func (s *APIServer) Restart() error {
+	if s.env == nil {
+		return errors.New("restarting an API server that was not started here")
+	}
+	api := s.env.ControlPlane.GetAPIServer()
+	if err := api.Stop(); err != nil {
+		return fmt.Errorf("stopping kube-apiserver: %w", err)
+	}
+	if err := api.Start(); err != nil {
+		return fmt.Errorf("starting kube-apiserver again: %w", err)
+	}
+	return nil
 }
 
 // newScheme knows Kubernetes' kinds, CRDs, the project's kinds and the Flux kinds it writes.

@@ -26,14 +26,21 @@ type Cluster struct {
 
 // StartCluster builds (first run only, printing progress) and starts the control plane and Flux in a new
 // temporary directory. Stop ends everything it started.
-func StartCluster(ctx context.Context, progress io.Writer) (_ *Cluster, err error) {
+func StartCluster(ctx context.Context, progress io.Writer) (*Cluster, error) {
+	return startCluster(ctx, progress, true)
+}
+
+// StartOperatorCluster is StartCluster without kube-controller-manager and Flux's controllers: the API server with
+// the operator's CRDs, RBAC and ServiceAccount kubeconfig, and the Flux CRDs. Benchmarks of fluxdeployer alone use
+// it, where Flux reconciling thousands of objects would only compete for the CPU.
+func StartOperatorCluster(ctx context.Context, progress io.Writer) (*Cluster, error) {
+	return startCluster(ctx, progress, false)
+}
+
+func startCluster(ctx context.Context, progress io.Writer, withControllers bool) (_ *Cluster, err error) {
 	kubeAssets, err := KubeAssets(progress)
 	if err != nil {
 		return nil, fmt.Errorf("building kube-apiserver, etcd and kube-controller-manager: %w", err)
-	}
-	fluxAssets, err := FluxAssets(progress)
-	if err != nil {
-		return nil, fmt.Errorf("building the Flux controllers: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "fluxdeployer-cluster-")
 	if err != nil {
@@ -60,6 +67,13 @@ func StartCluster(ctx context.Context, progress io.Writer) (_ *Cluster, err erro
 	}
 	if c.OperatorKubeconfig, err = WriteKubeconfig(dir, "fluxdeployer.kubeconfig", operator); err != nil {
 		return c, err
+	}
+	if !withControllers {
+		return c, nil
+	}
+	fluxAssets, err := FluxAssets(progress)
+	if err != nil {
+		return c, fmt.Errorf("building the Flux controllers: %w", err)
 	}
 	kcm, err := StartControllerManager(c.AdminKubeconfig, kubeAssets)
 	if err != nil {

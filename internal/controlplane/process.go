@@ -63,6 +63,12 @@ func StartProcess(kubeconfig string, env []string, path string, args ...string) 
 // Exited is closed when the process has ended.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
 
+// Kill ends the process with SIGKILL, as the OOM killer or a node failure would: no cleanup, no lease released.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
 // Stop interrupts the process as a kubelet would terminate it, and kills it after 10 seconds.
 func (p *Process) Stop() {
 	_ = p.cmd.Process.Signal(os.Interrupt)

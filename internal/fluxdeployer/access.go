@@ -62,7 +62,7 @@ func resolveAccess(r *konfidencev1.Resource) (artifact, error) {
 		if err != nil {
 			return artifact{}, terminal(konfidencev1.InvalidAccessSpecReason, "resource %s: %v", r.Name, err)
 		}
-		return a, nil
+		return pinDigest(a, r)
 	case helmAccessTypes[spec.Type]:
 		a, err := parseHelmAccess(spec)
 		if err != nil {
@@ -73,6 +73,19 @@ func resolveAccess(r *konfidencev1.Resource) (artifact, error) {
 		return artifact{}, terminal(konfidencev1.UnsupportedAccessTypeReason,
 			"resource %s has access type %q; supported are the OCI image and Helm access types", r.Name, spec.Type)
 	}
+}
+
+// pinDigest makes the resource's recorded digest select the OCI artifact, so Flux pulls the content the digest
+// names whatever the tag names by now. An access that pins another digest contradicts it.
+func pinDigest(a artifact, r *konfidencev1.Resource) (artifact, error) {
+	switch {
+	case r.Digest == "":
+	case a.digest == "":
+		a.digest = r.Digest
+	case a.digest != r.Digest:
+		return artifact{}, terminal(konfidencev1.DigestMismatchReason, "resource %s: access pins %s, the resource's digest is %s", r.Name, a.digest, r.Digest)
+	}
+	return a, nil
 }
 
 // parseImageReference reads host[:port]/path/name[:tag][@digest] with oras' OCI reference grammar (the one

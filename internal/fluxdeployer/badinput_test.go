@@ -70,6 +70,11 @@ func testBadInput(t *testing.T, h *harness) {
 		resources: []konfidencev1.Resource{chart},
 		config:    map[string]string{waitKey: "sometimes", helmSourceKey: "git", deploymentTargetsKey: "ns: {}"},
 		reason:    konfidencev1.InvalidConfigurationReason, message: "wait: strconv.ParseBool",
+	}, {
+		name: "invalid service account", manifestType: KustomizeManifestType,
+		resources: []konfidencev1.Resource{resource("bundle", "kustomize", ociAccess("ociArtifact", "registry.example.com/bundles/backend:1.2.3"))},
+		config:    map[string]string{serviceAccountNameKey: "Flux Applier"},
+		reason:    konfidencev1.InvalidConfigurationReason, message: "serviceAccountName:",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := "bad-" + strings.ReplaceAll(tc.name, " ", "-")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -39,6 +41,8 @@ const (
 	retriesKey                    = "retries"
 	driftDetectionKey             = "driftDetection"
 	helmSourceKey                 = "helmSource"
+	serviceAccountNameKey         = "serviceAccountName"
+	createNamespaceKey            = "createNamespace"
 )
 
 // config is the Flux deployer's configuration, read from its ConfigMap on every reconcile.
@@ -57,6 +61,12 @@ type config struct {
 	retries                    int
 	driftDetection             helmv2.DriftDetectionMode
 	helmSource                 string
+	// serviceAccountName is the account, in each ArtifactDeployment's namespace, that helm-controller and
+	// kustomize-controller impersonate to apply its chart or bundle (empty: the controllers' own rights, or
+	// their --default-service-account).
+	serviceAccountName string
+	// createNamespace lets helm-controller create a missing target namespace on install.
+	createNamespace bool
 }
 
 func defaultConfig() config {
@@ -131,6 +141,14 @@ func parseConfig(data map[string]string) (config, error) {
 		c.helmSource = v
 		return nil
 	})
+	field(serviceAccountNameKey, func(v string) error {
+		if msgs := validation.IsDNS1123Subdomain(v); len(msgs) > 0 {
+			return fmt.Errorf("%q is no ServiceAccount name: %s", v, strings.Join(msgs, "; "))
+		}
+		c.serviceAccountName = v
+		return nil
+	})
+	field(createNamespaceKey, func(v string) (err error) { c.createNamespace, err = strconv.ParseBool(v); return err })
 	return c, errors.Join(errs...)
 }
 

@@ -9,7 +9,10 @@ func TestFluxDeployer(t *testing.T) {
 	t.Run("GoldenFluxObjects", func(t *testing.T) { testGoldenFluxObjects(t, h) })
 	t.Run("StatusMapping", func(t *testing.T) { testStatusMapping(t, h) })
 	t.Run("DeploymentResults", func(t *testing.T) { testDeploymentResults(t, h) })
+	t.Run("RemoteTargets", func(t *testing.T) { testRemoteTargets(t, h) })
+	t.Run("RemoteTimeouts", func(t *testing.T) { testRemoteTimeouts(t, h) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, h) })
 	t.Run("EndToEnd", func(t *testing.T) { testEndToEnd(t, h) })
 	t.Run("Operating", func(t *testing.T) { testOperating(t, h) })
+	t.Run("TargetNameConflict", func(t *testing.T) { testTargetNameConflict(t, h) })
 }

@@ -123,6 +123,23 @@ func testGoldenFluxObjects(t *testing.T, h *harness) {
 				resource("chart", "helmChart", ociAccess("OCIImage/v1", "registry.example.com:5000/charts/frontend:1.2.3@"+testDigest)))
 		},
 		fluxKinds: chartRefObjects,
+	}, {
+		// Flux applies with the tenant's account, not its own rights; the release may create its namespace.
+		name:   "service-account-helm",
+		config: map[string]string{serviceAccountNameKey: "flux-applier", createNamespaceKey: "true"},
+		ad: func(ns string) *konfidencev1.ArtifactDeployment {
+			return artifactDeployment(ns, "frontend-1-2-3-build-5-e1mvwibzp5", HelmManifestType,
+				resource("chart", "helmChart", ociAccess("ociArtifact", "registry.example.com:5000/charts/frontend:1.2.3_build.5")))
+		},
+		fluxKinds: helmObjects,
+	}, {
+		name:   "service-account-kustomize",
+		config: map[string]string{serviceAccountNameKey: "flux-applier"},
+		ad: func(ns string) *konfidencev1.ArtifactDeployment {
+			return artifactDeployment(ns, "backend-1-2-3-build-5-e1mvwibzp5", KustomizeManifestType,
+				resource("bundle", "kustomize", ociAccess("OCIImage/v1", "oci://registry.example.com/bundles/backend:1.2.3")))
+		},
+		fluxKinds: kustomizeObjects,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := "golden-" + tc.name

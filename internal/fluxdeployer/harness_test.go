@@ -18,11 +18,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/operating"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
@@ -38,6 +44,8 @@ var fluxCRDs = filepath.Join("testdata", "crds")
 // types in its scheme.
 type harness struct {
 	env *testenv.Env
+	// claims is a cache with the workload-name index, as the manager's: the API server cannot answer the index.
+	claims client.Reader
 }
 
 func newHarness(t *testing.T) *harness {
@@ -47,9 +55,48 @@ func newHarness(t *testing.T) *harness {
 			t.Fatal(err)
 		}
 	}
-	h := &harness{env: env}
+	h := &harness{env: env, claims: indexedCache(t, env)}
 	h.namespace(t, configNamespace)
 	return h
+}
+
+// indexedCache runs an informer cache of ArtifactDeployments with the deployer's index until the test ends.
+func indexedCache(t *testing.T, env *testenv.Env) client.Reader {
+	c, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := indexWorkloadNames(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Start(ctx) }() // returns when the test ends
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+	return c
+}
+
+// startDeployer runs the deployer in a manager, as the binary does, with the ConfigMap configName, until the test
+// ends.
+func (h *harness) startDeployer(t *testing.T, cfg *rest.Config, configName string) *Reconciler {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 h.env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := (&Options{ConfigName: configName, ConfigNamespace: configNamespace}).setup(mgr, operating.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunManager(t, mgr)
+	return r
 }
 
 // direct returns a reconciler reading straight from the API server, with the ConfigMap configName, so a test
@@ -58,7 +105,7 @@ func (h *harness) direct(configName string) (*Reconciler, *record.FakeRecorder) 
 	recorder := record.NewFakeRecorder(100)
 	c := h.env.Client
 	return &Reconciler{
-		client: c, apiReader: c, configReader: c, serviceReader: c,
+		client: c, apiReader: c, configReader: c, serviceReader: c, claims: h.claims,
 		scheme: h.env.Scheme, recorder: recorder,
 		configKey: types.NamespacedName{Namespace: configNamespace, Name: configName},
 	}, recorder

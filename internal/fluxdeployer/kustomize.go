@@ -36,8 +36,10 @@ func buildKustomize(ad *konfidencev1.ArtifactDeployment, a artifact, refs refere
 			Timeout:         &metav1.Duration{Duration: cfg.timeout},
 			TargetNamespace: refs.target.namespace,
 			KubeConfig:      refs.target.kubeConfig,
-			NameSuffix:      suffix,
-			CommonMetadata:  &kustomizev1.CommonMetadata{Labels: workloadLabels(ad)},
+			// Applied with this account's rights, not kustomize-controller's.
+			ServiceAccountName: cfg.serviceAccountName,
+			NameSuffix:         suffix,
+			CommonMetadata:     &kustomizev1.CommonMetadata{Labels: workloadLabels(ad)},
 		},
 	}
 	return []client.Object{repo, ks}, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,10 +26,16 @@ import (
 // steady-state reconcile writes nothing. The fields are merge-patched, not part of the server-side apply: a
 // suspended ArtifactDeployment is not built again, and its Flux objects stay as they were applied.
 func (r *Reconciler) passOn(ctx context.Context, ad *konfidencev1.ArtifactDeployment) error {
+	return r.passOnSuspend(ctx, ad, ad.Spec.Suspend)
+}
+
+// passOnSuspend is passOn with the suspend to set, which a refusal to deploy may impose.
+func (r *Reconciler) passOnSuspend(ctx context.Context, ad *konfidencev1.ArtifactDeployment, suspend bool) error {
 	requested, _ := meta.ReconcileAnnotationValue(ad.GetAnnotations())
 	for _, obj := range []client.Object{&sourcev1.HelmRepository{}, &sourcev1.OCIRepository{}, &helmv2.HelmRelease{}, &kustomizev1.Kustomization{}} {
 		key := types.NamespacedName{Namespace: ad.Namespace, Name: ad.Name}
-		if err := r.client.Get(ctx, key, obj); apierrors.IsNotFound(err) {
+		// A kind whose CRD is not installed has no objects to pass anything on to.
+		if err := r.client.Get(ctx, key, obj); apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 			continue
 		} else if err != nil {
 			return transient(konfidencev1.ApplyFailedReason, fmt.Errorf("reading %T %s: %w", obj, key, err))
@@ -36,7 +43,7 @@ func (r *Reconciler) passOn(ctx context.Context, ad *konfidencev1.ArtifactDeploy
 		if !metav1.IsControlledBy(obj, ad) {
 			continue
 		}
-		patch := operatingPatch(obj, ad.Spec.Suspend, requested)
+		patch := operatingPatch(obj, suspend, requested)
 		if patch == nil {
 			continue
 		}

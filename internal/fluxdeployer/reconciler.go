@@ -29,21 +29,14 @@ type Reconciler struct {
 	apiReader     client.Reader // reads from the API server, for what the cache cannot answer
 	configReader  client.Reader // holds only the configuration ConfigMap
 	serviceReader client.Reader // holds only Services labelled with an ArtifactDeployment
+	claims        client.Reader // ArtifactDeployments indexed by workloadNameIndex (the manager's cache)
 	scheme        *runtime.Scheme
 	recorder      kuberecorder.EventRecorder
 	metrics       operating.ReconcileMetrics
 	configKey     types.NamespacedName
+	kinds         *fluxKinds    // the Flux kinds the API server serves; nil: all
+	remote        RemoteOptions // bounds remote calls and each reconcile
 }
-
-// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments,verbs=get;list;watch
-// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmrepositories;ocirepositories,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmcharts,verbs=get;list;watch
-// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=services;secrets,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch,namespace=fluxdeployer-system
 
 // Reconcile brings the Flux objects of one ArtifactDeployment in line with it and reports their state.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
@@ -78,9 +71,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		ad.Status.SetLastHandledReconcileRequest(requested)
 	}
 
-	result, err := r.reconcile(ctx, ad)
+	// The steps run under a deadline, so that a remote target that never answers frees the worker; the status is
+	// still written afterwards, under the manager's context.
+	stepsCtx, cancel := context.WithTimeout(ctx, r.remote.reconcileTimeout())
+	defer cancel()
+	result, err := r.reconcile(stepsCtx, ad)
 	if err != nil {
-		return r.fail(ad, err)
+		return r.fail(ad, err, result)
 	}
 	return result, nil
 }
@@ -102,12 +99,23 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	refs, err := resolveReferences(ctx, r.client, cfg, ad, a)
+	refs, err := resolveReferences(ctx, r.apiReader, cfg, ad, a)
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.checkClaim(ctx, cfg, ad, refs.target); err != nil {
+		// Flux objects applied before the clash arose (e.g. before targetNamespace was set) stop acting on the
+		// other's workloads: suspended, not deleted, since deleting would uninstall what they share.
+		if suspendErr := r.passOnSuspend(ctx, ad, true); suspendErr != nil {
+			return ctrl.Result{}, suspendErr
+		}
 		return ctrl.Result{}, err
 	}
 	objects, err := build(ad, a, refs, cfg)
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.kinds.require(objects); err != nil {
 		return ctrl.Result{}, err
 	}
 	applied := make([]fluxObject, len(objects))
@@ -132,14 +140,14 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 		return ctrl.Result{}, err
 	}
 	if err := r.results(ctx, ad, refs.target); err != nil {
-		return ctrl.Result{}, err
+		// Stalled on a kubeconfig Secret (refused as unsafe, say), which is not watched: looked at again every
+		// interval, so that the tenant's fix is taken up.
+		return ctrl.Result{RequeueAfter: cfg.interval}, err
 	}
 	summarize(ad, stalled)
-	// Services of a remote target cannot be watched from here; look again every interval.
-	if refs.target.kubeConfig != nil {
-		return ctrl.Result{RequeueAfter: cfg.interval}, nil
-	}
-	return ctrl.Result{}, nil
+	// As Flux's controllers, look again every interval: Secrets are not watched (see resolveReferences), nor
+	// can the Services of a remote target be.
+	return ctrl.Result{RequeueAfter: cfg.interval}, nil
 }
 
 func build(ad *konfidencev1.ArtifactDeployment, a artifact, refs references, cfg config) ([]client.Object, error) {
@@ -165,15 +173,16 @@ func (r *Reconciler) results(ctx context.Context, ad *konfidencev1.ArtifactDeplo
 }
 
 // fail records a failed step on Ready (and Stalled when only a change of the input helps). A terminal failure
-// is not retried: the watches requeue the ArtifactDeployment when its input or the configuration changes.
-func (r *Reconciler) fail(ad *konfidencev1.ArtifactDeployment, err error) (ctrl.Result, error) {
+// is not retried: the watches requeue the ArtifactDeployment when its input or the configuration changes, and
+// stalled, the step's result (a requeue for input that is not watched) stands.
+func (r *Reconciler) fail(ad *konfidencev1.ArtifactDeployment, err error, stalled ctrl.Result) (ctrl.Result, error) {
 	se := asStepError(err, meta.ReconciliationFailedReason)
 	conditions.MarkFalse(ad, meta.ReadyCondition, se.reason, "%s", se.err)
 	if se.stalled {
 		conditions.MarkStalled(ad, se.reason, "%s", se.err)
 		conditions.Delete(ad, meta.ReconcilingCondition)
 		ad.Status.ObservedGeneration = ad.Generation
-		return ctrl.Result{}, nil
+		return stalled, nil
 	}
 	conditions.MarkReconciling(ad, meta.ProgressingWithRetryReason, "%s", se.err)
 	conditions.Delete(ad, meta.StalledCondition)

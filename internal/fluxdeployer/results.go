@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -45,7 +44,7 @@ func (r *Reconciler) collectResults(ctx context.Context, ad *konfidencev1.Artifa
 	services := &corev1.ServiceList{}
 	if err := reader.List(ctx, services, client.InNamespace(t.namespace),
 		client.MatchingLabels{konfidencev1.ArtifactDeploymentLabel: ad.Name}); err != nil {
-		return transient(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("listing Services in %s: %w", t.namespace, err))
+		return listFailed(t, err)
 	}
 	claimedBy := map[string]string{}
 	var results []konfidencev1.DeploymentResult
@@ -79,6 +78,16 @@ func (r *Reconciler) collectResults(ctx context.Context, ad *konfidencev1.Artifa
 	return nil
 }
 
+// listFailed classifies a failed Service list: a remote target that did not answer in time has a reason of its
+// own, since it is the tenant's to fix.
+func listFailed(t target, err error) error {
+	err = fmt.Errorf("listing Services in %s: %w", t.namespace, err)
+	if t.kubeConfig != nil && isTimeout(err) {
+		return transient(konfidencev1.RemoteTargetTimeoutReason, err)
+	}
+	return transient(konfidencev1.DeploymentResultFailedReason, err)
+}
+
 // targetReader reads the target cluster: through the cache for the local one, through the target's kubeconfig
 // otherwise, as Flux does.
 func (r *Reconciler) targetReader(ctx context.Context, namespace string, t target) (client.Reader, error) {
@@ -102,15 +111,7 @@ func (r *Reconciler) targetReader(ctx context.Context, namespace string, t targe
 	}
 	for _, k := range keys {
 		if data, ok := secret.Data[k]; ok {
-			cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
-			if err != nil {
-				return nil, terminal(konfidencev1.DeploymentResultFailedReason, "kubeconfig Secret %s/%s key %s: %v", namespace, ref.Name, k, err)
-			}
-			c, err := client.New(cfg, client.Options{Scheme: r.scheme})
-			if err != nil {
-				return nil, transient(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("client for the target of %s: %w", namespace, err))
-			}
-			return c, nil
+			return r.remote.remoteReader(ctx, data, fmt.Sprintf("kubeconfig Secret %s/%s key %s", namespace, ref.Name, k), r.scheme)
 		}
 	}
 	return nil, terminal(konfidencev1.DeploymentResultFailedReason, "kubeconfig Secret %s/%s has none of the keys %v", namespace, ref.Name, keys)

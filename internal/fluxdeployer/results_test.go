@@ -11,8 +11,6 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -21,21 +19,6 @@ import (
 // testDeploymentResults: annotated Services of a deployment become its results, two Services claiming one
 // result name are refused, and a remote target's Services are read through its kubeconfig.
 func testDeploymentResults(t *testing.T, h *harness) {
-	// deployed creates a kustomize ArtifactDeployment whose Flux objects report success.
-	deployed := func(t *testing.T, r *Reconciler, ns string) *konfidencev1.ArtifactDeployment {
-		ad := artifactDeployment(ns, "backend-1-2-3-e1mvwibzp5", KustomizeManifestType,
-			resource("bundle", "kustomize", ociAccess("ociArtifact", "registry.example.com/bundles/backend:1.2.3")))
-		h.create(t, ad)
-		if _, err := h.reconcile(t, r, ad); err != nil {
-			t.Fatal(err)
-		}
-		h.setStatus(t, &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ad.Name}},
-			cond(meta.ReadyCondition, True, meta.SucceededReason, "stored artifact"))
-		h.setStatus(t, &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ad.Name}},
-			cond(meta.ReadyCondition, True, meta.ReconciliationSucceededReason, "Applied revision: 1.2.3"),
-			cond(meta.HealthyCondition, True, meta.SucceededReason, "Health check passed"))
-		return ad
-	}
 	// service is what kustomize-controller applies from a bundle, with the deployer's commonMetadata label and the
 	// nameSuffix.
 	service := func(ns, name, adName, result string, ports ...corev1.ServicePort) *corev1.Service {
@@ -58,7 +41,7 @@ func testDeploymentResults(t *testing.T, h *harness) {
 		h.namespace(t, ns)
 		h.configMap(t, ns, nil)
 		r, _ := h.direct(ns)
-		ad := deployed(t, r, ns)
+		ad := deployed(t, h, r, ns)
 		h.create(t,
 			service(ns, "api-1-2-3-e1mvwibzp5", ad.Name, "api", http, grpc),
 			service(ns, "web-1-2-3-e1mvwibzp5", ad.Name, "", http),             // empty: the Service's name
@@ -83,15 +66,13 @@ func testDeploymentResults(t *testing.T, h *harness) {
 		h.namespace(t, ns)
 		h.configMap(t, ns, nil)
 		r, recorder := h.direct(ns)
-		ad := deployed(t, r, ns)
+		ad := deployed(t, h, r, ns)
 		h.create(t, service(ns, "api-a", ad.Name, "api", http), service(ns, "api-b", ad.Name, "api", http))
 		got, err := h.reconcile(t, r, ad)
 		if err != nil {
 			t.Fatalf("a duplicate is terminal, not retried: %v", err)
 		}
-		assertCondition(t, got, konfidencev1.DeploymentResultCreatedCondition, False, konfidencev1.DuplicateDeploymentResultReason)
-		assertCondition(t, got, meta.ReadyCondition, False, konfidencev1.DuplicateDeploymentResultReason)
-		assertCondition(t, got, meta.StalledCondition, True, konfidencev1.DuplicateDeploymentResultReason)
+		assertResultsRefused(t, got, konfidencev1.DuplicateDeploymentResultReason)
 		if len(got.Status.DeploymentResult) != 0 {
 			t.Errorf("results recorded despite the duplicate: %+v", got.Status.DeploymentResult)
 		}
@@ -111,7 +92,7 @@ func testDeploymentResults(t *testing.T, h *harness) {
 		})
 		r, _ := h.direct(ns)
 		r.serviceReader = unusableReader{t}
-		ad := deployed(t, r, ns)
+		ad := deployed(t, h, r, ns)
 		h.create(t, service("remote-apps", "api-1-2-3-e1mvwibzp5", ad.Name, "api", http))
 		got, err := h.reconcile(t, r, ad)
 		if err != nil {
@@ -122,6 +103,38 @@ func testDeploymentResults(t *testing.T, h *harness) {
 			"api": {Namespace: "remote-apps", K8sName: "api-1-2-3-e1mvwibzp5", Ports: []servicePort{{Name: "http", Port: 80, Protocol: "TCP"}}},
 		})
 	})
+}
+
+// deployed creates a kustomize ArtifactDeployment whose Flux objects report success, so that the next reconcile
+// collects its results.
+func deployed(t *testing.T, h *harness, r *Reconciler, ns string) *konfidencev1.ArtifactDeployment {
+	t.Helper()
+	ad := artifactDeployment(ns, "backend-1-2-3-e1mvwibzp5", KustomizeManifestType,
+		resource("bundle", "kustomize", ociAccess("ociArtifact", "registry.example.com/bundles/backend:1.2.3")))
+	h.create(t, ad)
+	if _, err := h.reconcile(t, r, ad); err != nil {
+		t.Fatal(err)
+	}
+	h.deployedStatus(t, ad)
+	return ad
+}
+
+// deployedStatus writes the status source-controller and kustomize-controller report once ad is deployed.
+func (h *harness) deployedStatus(t *testing.T, ad *konfidencev1.ArtifactDeployment) {
+	t.Helper()
+	h.setStatus(t, &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name}},
+		cond(meta.ReadyCondition, True, meta.SucceededReason, "stored artifact"))
+	h.setStatus(t, &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name}},
+		cond(meta.ReadyCondition, True, meta.ReconciliationSucceededReason, "Applied revision: 1.2.3"),
+		cond(meta.HealthyCondition, True, meta.SucceededReason, "Health check passed"))
+}
+
+// assertResultsRefused fails unless ad's deployment results were refused for good with the reason.
+func assertResultsRefused(t *testing.T, ad *konfidencev1.ArtifactDeployment, reason string) {
+	t.Helper()
+	assertCondition(t, ad, konfidencev1.DeploymentResultCreatedCondition, False, reason)
+	assertCondition(t, ad, meta.ReadyCondition, False, reason)
+	assertCondition(t, ad, meta.StalledCondition, True, reason)
 }
 
 func assertResults(t *testing.T, ad *konfidencev1.ArtifactDeployment, want map[string]serviceResultSpec) {
@@ -150,17 +163,7 @@ func assertResults(t *testing.T, ad *konfidencev1.ArtifactDeployment, want map[s
 // kubeconfig renders the test API server's admin credentials as a kubeconfig file.
 func kubeconfig(t *testing.T, h *harness) []byte {
 	t.Helper()
-	cfg := h.env.Config
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
-	kc.CurrentContext = "envtest"
-	raw, err := clientcmd.Write(*kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
+	return write(t, kubeconfigConfig(h))
 }
 
 // unusableReader fails the test when the local cluster is read where only the remote one may be.

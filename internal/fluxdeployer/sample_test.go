@@ -28,7 +28,7 @@ func TestSampleConfiguration(t *testing.T) {
 	}
 	known := map[string]bool{}
 	for _, k := range []string{authenticationSecretRefsKey, deploymentTargetsKey, deploymentTargetSecretNameKey, intervalKey,
-		targetNamespaceKey, waitKey, timeoutKey, retriesKey, driftDetectionKey, helmSourceKey} {
+		targetNamespaceKey, waitKey, timeoutKey, retriesKey, driftDetectionKey, helmSourceKey, serviceAccountNameKey, createNamespaceKey} {
 		known[k] = true
 	}
 	for k := range cm.Data {

@@ -5,19 +5,18 @@ import (
 	"os"
 	"strings"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -43,6 +42,7 @@ const (
 type Options struct {
 	ConfigName      string
 	ConfigNamespace string
+	Remote          RemoteOptions
 }
 
 // BindFlags registers the deployer's flags.
@@ -51,6 +51,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"name of the Flux deployer's ConfigMap")
 	fs.StringVar(&o.ConfigNamespace, "flux-deployer-config-namespace", operatorNamespace(),
 		"namespace of the Flux deployer's ConfigMap (default: the operator's namespace)")
+	o.Remote.BindFlags(fs)
 }
 
 // operatorNamespace is the namespace the operator runs in: RUNTIME_NAMESPACE as for Flux's controllers, else the
@@ -71,30 +72,28 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 	return err
 }
 
+// What the Flux deployer reads and writes; docs/security.md gives the reason for each rule. Watched kinds are
+// read from the cache only (no get), Secrets only got by name (a list or watch would be every Secret of the
+// cluster), ConfigMaps only in the operator's namespace. Flux objects are written by server-side apply and merge
+// patches only; apply creates them, and setting their owner reference needs delete on them
+// (OwnerReferencesPermissionEnforcement).
+// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments/status,verbs=patch
+// +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments/finalizers,verbs=update
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmrepositories;ocirepositories,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmcharts,verbs=list;watch
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=list;watch,namespace=fluxdeployer-system
+
 func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler, error) {
-	// A cache of its own holds the one ConfigMap and the labelled Services, so the process does not cache every
-	// ConfigMap and Service of the cluster.
-	exists, err := labels.NewRequirement(konfidencev1.ArtifactDeploymentLabel, selection.Exists, nil)
+	narrow, err := o.narrowCache(mgr, shared.WatchNamespace)
 	if err != nil {
 		return nil, err
 	}
-	narrow, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient:       mgr.GetHTTPClient(),
-		Scheme:           mgr.GetScheme(),
-		Mapper:           mgr.GetRESTMapper(),
-		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {
-				Namespaces: map[string]cache.Config{o.ConfigNamespace: {}},
-				Field:      fields.OneTermEqualSelector("metadata.name", o.ConfigName),
-			},
-			&corev1.Service{}: {Label: labels.NewSelector().Add(*exists)},
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := mgr.Add(narrow); err != nil {
+	if err := indexWorkloadNames(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
 	recorder, err := shared.NewEventRecorder(mgr, ControllerName)
@@ -106,31 +105,77 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		apiReader:     mgr.GetAPIReader(),
 		configReader:  narrow,
 		serviceReader: narrow,
+		claims:        mgr.GetClient(),
 		scheme:        mgr.GetScheme(),
 		recorder:      recorder,
 		metrics:       shared.ReconcileMetrics(mgr, "ArtifactDeployment"),
 		configKey:     types.NamespacedName{Namespace: o.ConfigNamespace, Name: o.ConfigName},
+		kinds:         &fluxKinds{},
+		remote:        o.Remote,
 	}
-	// The creation of a Flux object requeues nothing: only the deployer creates them, in a reconcile that reports
-	// them from the apply's answer, and on start every ArtifactDeployment is reconciled anyway. Requeueing would
-	// reconcile each new ArtifactDeployment once more per object for nothing (issue 12).
-	changes := builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})
-	err = ctrl.NewControllerManagedBy(mgr).
+	appeared := make(chan event.GenericEvent, 1)
+	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		WithOptions(shared.ControllerOptions()).
 		For(&konfidencev1.ArtifactDeployment{}, builder.WithPredicates(
 			predicate.NewPredicateFuncs(func(obj client.Object) bool { return handled(obj.(*konfidencev1.ArtifactDeployment)) }),
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Owns(&sourcev1.HelmRepository{}, changes).
-		Owns(&sourcev1.OCIRepository{}, changes).
-		Owns(&helmv2.HelmRelease{}, changes).
-		Owns(&kustomizev1.Kustomization{}, changes).
-		Watches(&sourcev1.HelmChart{}, handler.EnqueueRequestsFromMapFunc(r.helmChartOwner)).
-		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretUsers)).
+		Watches(&konfidencev1.ArtifactDeployment{}, handler.EnqueueRequestsFromMapFunc(r.releasedClaims), builder.WithPredicates(onDelete)).
 		WatchesRawSource(source.Kind(narrow, &corev1.Service{}, handler.TypedEnqueueRequestsFromMapFunc(r.serviceOwner))).
 		WatchesRawSource(source.Kind(narrow, &corev1.ConfigMap{}, handler.TypedEnqueueRequestsFromMapFunc(r.everyArtifactDeployment))).
-		Complete(r)
-	return r, err
+		WatchesRawSource(source.Channel(appeared, handler.EnqueueRequestsFromMapFunc(
+			func(ctx context.Context, _ client.Object) []reconcile.Request { return r.artifactDeployments(ctx) }))).
+		Build(r)
+	if err != nil {
+		return nil, err
+	}
+	return r, o.watchFluxKinds(mgr, r, c, appeared)
+}
+
+// watchFluxKinds watches the Flux kinds that are installed and, when some are not, has the manager watch them as
+// their CRDs appear.
+func (o *Options) watchFluxKinds(mgr ctrl.Manager, r *Reconciler, c controller.Controller, appeared chan event.GenericEvent) error {
+	log := mgr.GetLogger().WithName(ControllerName)
+	w := &crdWatcher{kinds: r.kinds, watches: r.watchedFluxKinds(mgr), ctrl: c, cache: mgr.GetCache(),
+		mapper: mgr.GetRESTMapper(), appeared: appeared, log: log}
+	missing, err := w.watchInstalled()
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	log.Info("Flux CRDs missing: ArtifactDeployments that need them are refused (FluxCRDsMissing) and deployed once the CRDs are installed; checking every "+crdPollInterval.String(),
+		"missing", missing)
+	return mgr.Add(w)
+}
+
+// narrowCache is a cache of the deployer's own for the one ConfigMap and the labelled Services, so the process
+// does not cache every ConfigMap and Service of the cluster; with a watch namespace (--watch-all-namespaces=false)
+// only that namespace's Services.
+func (o *Options) narrowCache(mgr ctrl.Manager, watchNamespace string) (cache.Cache, error) {
+	exists, err := labels.NewRequirement(konfidencev1.ArtifactDeploymentLabel, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	services := cache.ByObject{Label: labels.NewSelector().Add(*exists)}
+	if watchNamespace != "" {
+		services.Namespaces = map[string]cache.Config{watchNamespace: {}}
+	}
+	narrow, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient:       mgr.GetHTTPClient(),
+		Scheme:           mgr.GetScheme(),
+		Mapper:           mgr.GetRESTMapper(),
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {
+				Namespaces: map[string]cache.Config{o.ConfigNamespace: {}},
+				Field:      fields.OneTermEqualSelector("metadata.name", o.ConfigName),
+			},
+			&corev1.Service{}: services,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return narrow, mgr.Add(narrow)
 }
 
 // helmChartOwner maps the HelmChart helm-controller creates (without an owner reference) to the
@@ -157,23 +202,6 @@ func (r *Reconciler) serviceOwner(_ context.Context, svc *corev1.Service) []reco
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: namespace, Name: l[konfidencev1.ArtifactDeploymentLabel]}}}
 }
 
-// secretUsers requeues the ArtifactDeployments of a namespace when a Secret the configuration names appears or
-// goes away there: a pull Secret or the conventional kubeconfig Secret is referenced only while it exists.
-func (r *Reconciler) secretUsers(ctx context.Context, obj client.Object) []reconcile.Request {
-	cfg, err := loadConfig(ctx, r.configReader, r.configKey)
-	if err != nil {
-		return nil
-	}
-	named := obj.GetName() == cfg.deploymentTargetSecretName
-	for _, name := range cfg.authenticationSecretRefs {
-		named = named || obj.GetName() == name
-	}
-	if !named {
-		return nil
-	}
-	return r.artifactDeployments(ctx, client.InNamespace(obj.GetNamespace()))
-}
-
 // everyArtifactDeployment requeues all ArtifactDeployments: the configuration applies to each.
 func (r *Reconciler) everyArtifactDeployment(ctx context.Context, _ *corev1.ConfigMap) []reconcile.Request {
 	return r.artifactDeployments(ctx)
@@ -192,4 +220,13 @@ func (r *Reconciler) artifactDeployments(ctx context.Context, opts ...client.Lis
 		}
 	}
 	return reqs
+}
+
+// ignoreCreate passes on every event of a Flux object the deployer owns but its creation: only the deployer
+// creates them, in a reconcile that reports them from the apply's answer, and on start every ArtifactDeployment is
+// reconciled anyway. Requeueing would reconcile each new ArtifactDeployment once more per object for nothing
+// (issue 12).
+type ignoreCreate struct{ handler.EventHandler }
+
+func (ignoreCreate) Create(context.Context, event.CreateEvent, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 }

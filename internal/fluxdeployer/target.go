@@ -28,23 +28,15 @@ type references struct {
 
 // resolveReferences decides the target and the pull Secret of an ArtifactDeployment. Only Secrets that exist
 // are referenced: Flux fails a source whose secretRef is missing, while an anonymous pull of a public
-// registry works.
+// registry works. r reads the API server directly: watching Secrets would need list and watch on every Secret of
+// the cluster, which RBAC cannot limit to metadata, so the deployer may only get Secrets it names, and a Secret
+// created or deleted later is noticed at the next interval (or reconcile request).
 func resolveReferences(ctx context.Context, r client.Reader, cfg config, ad *konfidencev1.ArtifactDeployment, a artifact) (references, error) {
-	refs := references{target: target{namespace: cfg.targetNamespace}}
-	if refs.target.namespace == "" {
-		refs.target.namespace = ad.Namespace
+	t, err := resolveTarget(ctx, r, cfg, ad)
+	if err != nil {
+		return references{}, err
 	}
-	if ref, ok := cfg.deploymentTargets[ad.Namespace]; ok {
-		refs.target.kubeConfig = &ref
-	} else if cfg.deploymentTargetSecretName != "" {
-		exists, err := secretExists(ctx, r, ad.Namespace, cfg.deploymentTargetSecretName)
-		if err != nil {
-			return references{}, err
-		}
-		if exists {
-			refs.target.kubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: cfg.deploymentTargetSecretName}}
-		}
-	}
+	refs := references{target: t}
 	if name, ok := cfg.authenticationSecretRefs[a.host]; ok {
 		exists, err := secretExists(ctx, r, ad.Namespace, name)
 		if err != nil {
@@ -57,7 +49,32 @@ func resolveReferences(ctx context.Context, r client.Reader, cfg config, ad *kon
 	return refs, nil
 }
 
-// secretExists reads only the Secret's metadata, so the cache holds no Secret data.
+// resolveTarget decides where an ArtifactDeployment's workloads go.
+func resolveTarget(ctx context.Context, r client.Reader, cfg config, ad *konfidencev1.ArtifactDeployment) (target, error) {
+	t := target{namespace: targetNamespace(cfg, ad)}
+	if ref, ok := cfg.deploymentTargets[ad.Namespace]; ok {
+		t.kubeConfig = &ref
+	} else if cfg.deploymentTargetSecretName != "" {
+		exists, err := secretExists(ctx, r, ad.Namespace, cfg.deploymentTargetSecretName)
+		if err != nil {
+			return target{}, err
+		}
+		if exists {
+			t.kubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: cfg.deploymentTargetSecretName}}
+		}
+	}
+	return t, nil
+}
+
+// targetNamespace is the namespace an ArtifactDeployment's workloads go to, on whichever cluster.
+func targetNamespace(cfg config, ad *konfidencev1.ArtifactDeployment) string {
+	if cfg.targetNamespace != "" {
+		return cfg.targetNamespace
+	}
+	return ad.Namespace
+}
+
+// secretExists reads only the Secret's metadata: the operator never holds the data of a Secret it only refers to.
 func secretExists(ctx context.Context, r client.Reader, namespace, name string) (bool, error) {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))

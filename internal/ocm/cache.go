@@ -54,3 +54,9 @@ func (c *lru[V]) add(key string, value V) {
 		c.cache.Add(key, value)
 	}
 }
+
+func (c *lru[V]) remove(key string) {
+	if c.cache != nil {
+		c.cache.Remove(key)
+	}
+}

@@ -41,7 +41,7 @@ func TestCacheKeyNormalisesRepositorySpelling(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return cacheKey(r)
+		return cacheKey(r, access{})
 	}
 	if key("oci://h:5000/a//acme.org/x:1.0.0") != key("h:5000/a/component-descriptors/acme.org/x:1.0.0") {
 		t.Error("oci:// and schemeless TLS references to the same version have different keys")

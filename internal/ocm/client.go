@@ -9,6 +9,7 @@ import (
 	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	klru "k8s.io/utils/lru"
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
@@ -18,10 +19,27 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/spec"
 )
 
-// Defaults for Options fields left zero.
+// Defaults for Options fields left zero. The size limits are what real component versions need with room to
+// spare, and no more, because decoding amplifies: a JSON array of empty objects costs some 150 times its bytes in
+// heap, YAML as much (docs/security.md has the measurements and BenchmarkWorstAcceptedDescriptor reproduces them).
 const (
-	DefaultMaxBlobSize = 4 << 20
-	DefaultTimeout     = time.Minute
+	// DefaultMaxManifestSize caps OCI manifests, indexes and configs. A component version's manifest lists one
+	// layer per local blob, about 300 bytes each with OCM's annotation: 64 KiB holds some 200.
+	DefaultMaxManifestSize = 64 << 10
+	// DefaultMaxDescriptorSize caps the component descriptor layer. A component reference takes about 250 bytes
+	// with its digest, a resource 200 to 500: 192 KiB holds a vector of DefaultMaxReferences artifacts, or an
+	// artifact of 400 resources (an ArtifactDeployment holds at most 64), and keeps the worst shape near 25 MiB.
+	DefaultMaxDescriptorSize = 192 << 10
+	// DefaultMaxBlobSize caps the local blobs read: Konfidence's artifact and task manifests, a few hundred bytes.
+	DefaultMaxBlobSize = 64 << 10
+	// DefaultMaxReferences caps the component references of a vector: each becomes an artifact to read and an
+	// ArtifactDeployment.
+	DefaultMaxReferences = 512
+	DefaultTimeout       = time.Minute
+	// DefaultHostConcurrency is half the operator's default --concurrent (4).
+	DefaultHostConcurrency = 2
+	// DefaultHostWait is far above a healthy registry's read time, and far below DefaultTimeout.
+	DefaultHostWait    = 10 * time.Second
 	DefaultConcurrency = 4
 	DefaultCacheSize   = 512
 )
@@ -33,11 +51,25 @@ type Options struct {
 	// CredentialStore is a Docker credential store, e.g. oras' credentials.NewStore of a config.json, which also
 	// asks the credential helpers the file names (credsStore, credHelpers). For the CLI: the operator reads Secrets.
 	CredentialStore credentials.Store
+	// InsecureCredentialHosts are the registry hosts (host[:port]) credentials may be sent to over plain HTTP. To
+	// any other host an http:// reference is read anonymously.
+	InsecureCredentialHosts []string
 	// RootCAs verifies registry certificates; nil means the system pool.
 	RootCAs *x509.CertPool
-	// MaxBlobSize caps every manifest, config, descriptor and manifest blob read, so a hostile registry cannot
-	// exhaust memory.
-	MaxBlobSize int64
+	// MaxManifestSize, MaxDescriptorSize and MaxBlobSize cap what is read of manifests (indexes, configs),
+	// descriptor layers and local blobs, so that a hostile registry cannot exhaust memory; see the defaults.
+	MaxManifestSize   int64
+	MaxDescriptorSize int64
+	MaxBlobSize       int64
+	// MaxReferences caps the component references of a vector.
+	MaxReferences int
+	// AllowedHosts are the registry hosts (host[:port]) references may name; empty allows every host.
+	AllowedHosts []string
+	// HostConcurrency bounds the vectors read at once from one registry host, and HostWait how long a read waits
+	// for its turn before it fails as RegistryBusy: a registry that hangs then holds at most HostConcurrency of
+	// the caller's workers. Keep HostConcurrency below the number of workers.
+	HostConcurrency int
+	HostWait        time.Duration
 	// Timeout bounds one ResolveVector call, on top of the caller's context.
 	Timeout time.Duration
 	// Concurrency bounds how many artifacts of a vector are resolved at once.
@@ -46,40 +78,55 @@ type Options struct {
 	CacheSize int
 }
 
+// withDefaults fills the fields left zero.
+func (o Options) withDefaults() Options {
+	setDefault(&o.MaxManifestSize, DefaultMaxManifestSize)
+	setDefault(&o.MaxDescriptorSize, DefaultMaxDescriptorSize)
+	setDefault(&o.MaxBlobSize, DefaultMaxBlobSize)
+	setDefault(&o.MaxReferences, DefaultMaxReferences)
+	setDefault(&o.Timeout, DefaultTimeout)
+	setDefault(&o.HostConcurrency, DefaultHostConcurrency)
+	setDefault(&o.HostWait, DefaultHostWait)
+	setDefault(&o.Concurrency, DefaultConcurrency)
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	return o
+}
+
+func setDefault[T int | int64 | time.Duration](field *T, value T) {
+	if *field <= 0 {
+		*field = value
+	}
+}
+
 // Client reads vectors and artifacts from OCI registries and CTF directories. It is safe for concurrent use;
 // share one per process so its cache and registry tokens are shared.
 type Client struct {
-	opts      Options
-	http      *auth.Client
+	opts Options
+	http *http.Client
+	// tokens holds one oras token cache per credential (by access.id), so that a token obtained with one
+	// tenant's credentials is never presented for another's reads.
+	tokens    *klru.Cache
+	hosts     *hostLimiter
 	vectors   *lru[*Vector]
 	artifacts *lru[*Artifact]
+	verified  *lru[struct{}] // VerifyVector's successes
 }
 
 // NewClient returns a Client.
 func NewClient(opts Options) *Client {
-	if opts.MaxBlobSize <= 0 {
-		opts.MaxBlobSize = DefaultMaxBlobSize
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = DefaultConcurrency
-	}
-	if opts.CacheSize == 0 {
-		opts.CacheSize = DefaultCacheSize
-	}
+	opts = opts.withDefaults()
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12}
 	return &Client{
-		opts: opts,
-		http: &auth.Client{
-			Client:     &http.Client{Transport: retry.NewTransport(countingTransport{next: transport})},
-			Cache:      auth.NewCache(),
-			Credential: opts.credential,
-		},
+		opts:      opts,
+		http:      &http.Client{Transport: retry.NewTransport(countingTransport{next: transport})},
+		tokens:    klru.New(DefaultCacheSize),
+		hosts:     newHostLimiter(opts.HostConcurrency, opts.HostWait),
 		vectors:   newLRU[*Vector]("vector", opts.CacheSize),
 		artifacts: newLRU[*Artifact]("artifact", opts.CacheSize),
+		verified:  newLRU[struct{}]("verification", opts.CacheSize),
 	}
 }
 
@@ -90,7 +137,7 @@ type store interface {
 	Fetch(ctx context.Context, target ocispec.Descriptor) (io.ReadCloser, error)
 }
 
-func (c *Client) store(r Ref) (store, error) {
+func (c *Client) store(r Ref, a access) (store, error) {
 	if r.IsCTF() {
 		return newCTFStore(r)
 	}
@@ -98,5 +145,16 @@ func (c *Client) store(r Ref) (store, error) {
 	if err := ref.ValidateRepository(); err != nil {
 		return nil, &Error{Reason: ReasonReferenceInvalid, Ref: r.String(), Err: err}
 	}
-	return &remote.Repository{Client: c.http, Reference: ref, PlainHTTP: r.PlainHTTP()}, nil
+	client := &auth.Client{Client: c.http, Cache: c.tokenCache(a.id), Credential: auth.StaticCredential(a.host, a.cred)}
+	return &remote.Repository{Client: client, Reference: ref, PlainHTTP: r.PlainHTTP()}, nil
+}
+
+// tokenCache returns the token cache of one credential.
+func (c *Client) tokenCache(id string) auth.Cache {
+	if cache, ok := c.tokens.Get(id); ok {
+		return cache.(auth.Cache)
+	}
+	cache := auth.NewCache()
+	c.tokens.Add(id, cache)
+	return cache
 }

@@ -2,10 +2,14 @@ package ocm
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -87,15 +91,82 @@ func registryHost(key string) string {
 	return host
 }
 
-// credential answers the registry client: Credentials first, then the CredentialStore, else anonymous.
-func (o Options) credential(ctx context.Context, hostport string) (auth.Credential, error) {
-	if c, ok := o.Credentials[hostport]; ok || o.CredentialStore == nil {
-		return c, nil // the zero value is auth.EmptyCredential: anonymous
+type credentialsKey struct{}
+
+// WithCredentials makes the reads under ctx present these credentials, ahead of Options.Credentials and the
+// CredentialStore: the operator passes the credentials of one VectorDeployment's reads this way, read for that
+// reconcile from the Secrets it may use. Reads under different credentials never share cached results or tokens.
+func WithCredentials(ctx context.Context, creds Credentials) context.Context {
+	return context.WithValue(ctx, credentialsKey{}, creds)
+}
+
+// credential finds the credential for a registry host: the context's first, then Options.Credentials, then the
+// CredentialStore, else anonymous.
+func (c *Client) credential(ctx context.Context, hostport string) (auth.Credential, error) {
+	if creds, _ := ctx.Value(credentialsKey{}).(Credentials); creds != nil {
+		if cred, ok := creds[hostport]; ok {
+			return cred, nil
+		}
 	}
-	c, err := credentials.Credential(o.CredentialStore)(ctx, hostport)
+	if cred, ok := c.opts.Credentials[hostport]; ok || c.opts.CredentialStore == nil {
+		return cred, nil // the zero value is auth.EmptyCredential: anonymous
+	}
+	cred, err := credentials.Credential(c.opts.CredentialStore)(ctx, hostport)
 	if err != nil {
 		// oras' message can quote the decoded auth field; name only the host.
 		return auth.EmptyCredential, fmt.Errorf("credential store: invalid entry for %s", hostport)
 	}
-	return c, nil
+	return cred, nil
+}
+
+// access is how the reads of one repository authenticate, decided once per ResolveVector.
+type access struct {
+	host string
+	cred auth.Credential
+	// id identifies cred in cache keys ("" when anonymous): results read with a credential are served only to reads
+	// that present the same one, so one tenant's credentials never open another tenant's reads.
+	id string
+	// withheld: a credential exists for host, but the reference asks for plain HTTP and the operator did not allow
+	// credentials in clear for host, so the reads go anonymously.
+	withheld bool
+}
+
+// access decides the credential r's reads present. Credentials go in clear only to the hosts
+// Options.InsecureCredentialHosts lists: the scheme is the reference's, i.e. the tenant's, to choose.
+func (c *Client) access(ctx context.Context, r Ref) (access, error) {
+	a := access{host: r.Host()}
+	if r.IsCTF() {
+		return a, nil
+	}
+	cred, err := c.credential(ctx, a.host)
+	switch {
+	case err != nil:
+		return a, &Error{Reason: ReasonUnauthorized, Ref: r.String(), Err: err}
+	case cred == auth.EmptyCredential:
+		return a, nil
+	case r.PlainHTTP() && !slices.Contains(c.opts.InsecureCredentialHosts, a.host):
+		a.withheld = true
+		return a, nil
+	}
+	a.cred, a.id = cred, credentialID(cred)
+	return a, nil
+}
+
+// explain turns the registry's refusal of an anonymous read into why the read was anonymous, when credentials
+// were withheld.
+func (a access) explain(err error) error {
+	if !a.withheld || !errors.Is(err, ErrUnauthorized) {
+		return err
+	}
+	return &Error{Reason: ReasonCredentialsRequireTLS, Ref: a.host, Err: fmt.Errorf(
+		"credentials for %s are not sent over plain HTTP: use an https reference, or allow the host with --insecure-registry-credentials-hosts: %w", a.host, err)}
+}
+
+// credentialID is a digest of the credential, for cache keys; it does not reveal the credential.
+func credentialID(cred auth.Credential) string {
+	h := sha256.New()
+	for _, part := range []string{cred.Username, cred.Password, cred.RefreshToken, cred.AccessToken} {
+		_, _ = fmt.Fprintf(h, "%d:%s", len(part), part) // a hash.Hash never fails to write
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -14,6 +14,16 @@
 // ({type, allowReuse}), any number of cloud.konfidence.artifact.task.manifest blobs, and other resources whose
 // access is forwarded verbatim to the deployer.
 //
+// Registries are tenant input. What is read is bounded (per-kind size limits, YAML parsed only under YAML media
+// types, at most two decodes at once in the process), credentials go over TLS only unless a host is allowed in
+// clear, reads under different credentials share no cached result or token, and hosts can be allow-listed and
+// are limited in concurrent reads (docs/security.md).
+//
+// VerifyVector checks a resolved vector against a TrustPolicy: the vector's OCM signatures (subpackage signing:
+// descriptor normalisation as OCM defines it, RSA signatures), each artifact's normalised descriptor against the
+// digest the vector pins it with, and each artifact resource's digest against its content. Resources report the
+// digest they are pinned by (Resource.Digest).
+//
 // Consumers depend on the one-method Resolver interface; Client implements it. A Client caches resolved
 // versions (they are immutable), so a steady-state resync costs no registry request. Every error is an *Error
 // whose Reason is fit for a Kubernetes condition; IsPermanent tells a reconciler whether to retry.

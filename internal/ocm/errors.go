@@ -31,6 +31,25 @@ const (
 	ReasonManifestMissing      Reason = "ArtifactManifestMissing"
 	ReasonManifestDuplicated   Reason = "ArtifactManifestDuplicated"
 	ReasonManifestInvalid      Reason = "ArtifactManifestInvalid"
+	// ReasonTooManyReferences: a vector references more components than Options.MaxReferences.
+	ReasonTooManyReferences Reason = "TooManyReferences"
+	// ReasonCredentialsRequireTLS: the registry wants credentials, and the reference asks for plain HTTP to a host
+	// the operator does not allow credentials in clear for.
+	ReasonCredentialsRequireTLS Reason = "CredentialsRequireTLS"
+	// ReasonRegistryNotAllowed: the reference names a registry host outside Options.AllowedHosts.
+	ReasonRegistryNotAllowed Reason = "RegistryNotAllowed"
+	// ReasonRegistryBusy: the registry's reads in flight stayed at Options.HostConcurrency for Options.HostWait.
+	ReasonRegistryBusy Reason = "RegistryBusy"
+)
+
+// ReasonDescriptorMismatch is the reason when a descriptor names another component or version than the reference
+// it was read through, so the name would denote content published under another one.
+const ReasonDescriptorMismatch Reason = "DescriptorMismatch"
+
+// Reasons of signature verification (VerifyVector). Not permanent: a corrected key Secret heals them.
+const (
+	ReasonSignatureMissing Reason = "SignatureMissing"
+	ReasonSignatureInvalid Reason = "SignatureInvalid"
 )
 
 // Error is the only error type this package returns. Match a class with errors.Is against the Err* values, or
@@ -65,18 +84,25 @@ func (e *Error) Is(target error) bool {
 
 // Sentinels for errors.Is, one per Reason.
 var (
-	ErrReferenceInvalid     = &Error{Reason: ReasonReferenceInvalid}
-	ErrNotFound             = &Error{Reason: ReasonNotFound}
-	ErrUnauthorized         = &Error{Reason: ReasonUnauthorized}
-	ErrTLS                  = &Error{Reason: ReasonTLS}
-	ErrUnavailable          = &Error{Reason: ReasonUnavailable}
-	ErrUnsupportedMediaType = &Error{Reason: ReasonUnsupportedMediaType}
-	ErrDescriptorInvalid    = &Error{Reason: ReasonDescriptorInvalid}
-	ErrDigestMismatch       = &Error{Reason: ReasonDigestMismatch}
-	ErrBlobTooLarge         = &Error{Reason: ReasonBlobTooLarge}
-	ErrManifestMissing      = &Error{Reason: ReasonManifestMissing}
-	ErrManifestDuplicated   = &Error{Reason: ReasonManifestDuplicated}
-	ErrManifestInvalid      = &Error{Reason: ReasonManifestInvalid}
+	ErrReferenceInvalid      = &Error{Reason: ReasonReferenceInvalid}
+	ErrNotFound              = &Error{Reason: ReasonNotFound}
+	ErrUnauthorized          = &Error{Reason: ReasonUnauthorized}
+	ErrTLS                   = &Error{Reason: ReasonTLS}
+	ErrUnavailable           = &Error{Reason: ReasonUnavailable}
+	ErrUnsupportedMediaType  = &Error{Reason: ReasonUnsupportedMediaType}
+	ErrDescriptorInvalid     = &Error{Reason: ReasonDescriptorInvalid}
+	ErrDigestMismatch        = &Error{Reason: ReasonDigestMismatch}
+	ErrBlobTooLarge          = &Error{Reason: ReasonBlobTooLarge}
+	ErrManifestMissing       = &Error{Reason: ReasonManifestMissing}
+	ErrManifestDuplicated    = &Error{Reason: ReasonManifestDuplicated}
+	ErrManifestInvalid       = &Error{Reason: ReasonManifestInvalid}
+	ErrTooManyReferences     = &Error{Reason: ReasonTooManyReferences}
+	ErrCredentialsRequireTLS = &Error{Reason: ReasonCredentialsRequireTLS}
+	ErrRegistryNotAllowed    = &Error{Reason: ReasonRegistryNotAllowed}
+	ErrRegistryBusy          = &Error{Reason: ReasonRegistryBusy}
+	ErrDescriptorMismatch    = &Error{Reason: ReasonDescriptorMismatch}
+	ErrSignatureMissing      = &Error{Reason: ReasonSignatureMissing}
+	ErrSignatureInvalid      = &Error{Reason: ReasonSignatureInvalid}
 )
 
 // ReasonOf returns the Reason of the first *Error in err's chain, or "" if there is none.
@@ -94,7 +120,8 @@ func ReasonOf(err error) Reason {
 func IsPermanent(err error) bool {
 	switch ReasonOf(err) {
 	case ReasonReferenceInvalid, ReasonUnsupportedMediaType, ReasonDescriptorInvalid,
-		ReasonManifestMissing, ReasonManifestDuplicated, ReasonManifestInvalid:
+		ReasonManifestMissing, ReasonManifestDuplicated, ReasonManifestInvalid, ReasonTooManyReferences,
+		ReasonRegistryNotAllowed, ReasonDescriptorMismatch:
 		return true
 	}
 	return false
@@ -129,6 +156,8 @@ func classify(ref string, err error) error {
 		reason = ReasonUnauthorized
 	case errors.Is(err, errdef.ErrNotFound):
 		reason = ReasonNotFound
+	case errors.Is(err, errdef.ErrSizeExceedsLimit): // oras' own cap on manifests, above ours
+		reason = ReasonBlobTooLarge
 	case errors.As(err, &resp):
 		switch resp.StatusCode {
 		case http.StatusUnauthorized, http.StatusForbidden:

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
@@ -36,12 +35,16 @@ type Vector struct {
 	// Digest is the vector's manifest (or index) digest.
 	Digest string
 	// References are the vector's component references as component:version, in the descriptor's order.
-	// Artifacts and Errors are aligned with them.
+	// Components, Artifacts and Errors are aligned with them.
 	References []string
+	// Components are the referenced component names.
+	Components []string
 	// Artifacts are the resolved artifacts; an entry is nil when that artifact failed.
 	Artifacts []*Artifact
 	// Errors holds, for each artifact that failed, why; nil entries resolved.
 	Errors []error
+
+	descriptor rawDescriptor // for VerifyVector
 }
 
 // Artifact is a resolved artifact component version.
@@ -50,6 +53,9 @@ type Artifact struct {
 	Version   string
 	// Digest is the artifact's manifest (or index) digest.
 	Digest string
+	// Source is where the artifact was read from and what exactly: an OCM reference pinned by Digest, with the
+	// repository spelled one way whatever the vector's reference said (see Ref.Pinned).
+	Source string
 	// Type is the deployer type from the artifact manifest, e.g. cloud.konfidence.flux.helm.
 	Type string
 	// AllowReuse says whether VectorDeployments may share one ArtifactDeployment of this artifact.
@@ -57,6 +63,8 @@ type Artifact struct {
 	Tasks      []Task
 	// Resources are every resource except the manifests, for the deployer to interpret.
 	Resources []Resource
+
+	descriptor rawDescriptor // for VerifyVector
 }
 
 // Task is a cloud.konfidence.artifact.task.manifest local blob.
@@ -75,6 +83,10 @@ type Resource struct {
 	// whitespace), as OCM's runtime.Raw keeps it, so equal accesses compare equal whatever the descriptor's
 	// encoding.
 	Access json.RawMessage
+	// Digest is the resource's content digest ("sha256:<hex>") when the descriptor records one a deployer can
+	// pin an OCI artifact by: the blob digest (genericBlobDigest/v1, which OCM writes for OCI artifacts as the
+	// manifest digest) or ociArtifactDigest/v1.
+	Digest string
 }
 
 // artifactManifest is the cloud.konfidence.artifact.manifest local blob.
@@ -95,22 +107,41 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 	if err != nil {
 		return nil, err
 	}
-	key := cacheKey(r)
+	if err := c.allowed(r); err != nil {
+		return nil, err
+	}
+	a, err := c.access(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	key := cacheKey(r, a)
 	if v, ok := c.vectors.get(ctx, key); ok {
 		return v, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	cv, err := c.readComponentVersion(ctx, r)
+	if !r.IsCTF() {
+		release, err := c.hosts.acquire(ctx, r.Host(), r.String())
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	cv, err := c.readComponentVersion(ctx, r, a)
 	if err != nil {
-		return nil, err
+		return nil, a.explain(err)
 	}
 	refs := cv.descriptor.Component.References
+	if len(refs) > c.opts.MaxReferences {
+		return nil, newError(ReasonTooManyReferences, r.String(), "the vector references %d components, at most %d are read", len(refs), c.opts.MaxReferences)
+	}
 	v := &Vector{
 		Component:  cv.descriptor.Component.Name,
 		Version:    cv.descriptor.Component.Version,
 		Digest:     cv.digest,
+		descriptor: cv.raw,
 		References: make([]string, len(refs)),
+		Components: make([]string, len(refs)),
 		Artifacts:  make([]*Artifact, len(refs)),
 		Errors:     make([]error, len(refs)),
 	}
@@ -118,13 +149,15 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 	g.SetLimit(c.opts.Concurrency)
 	for i, cref := range refs {
 		v.References[i] = cref.ComponentName + ":" + cref.Version
+		v.Components[i] = cref.ComponentName
 		ar, err := r.sibling(cref.ComponentName, cref.Version)
 		if err != nil {
 			v.Errors[i] = err
 			continue
 		}
 		g.Go(func() error {
-			v.Artifacts[i], v.Errors[i] = c.resolveArtifact(ctx, ar)
+			v.Artifacts[i], v.Errors[i] = c.resolveArtifact(ctx, ar, a)
+			v.Errors[i] = a.explain(v.Errors[i])
 			return nil
 		})
 	}
@@ -138,16 +171,20 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 	return v, nil
 }
 
-func (c *Client) resolveArtifact(ctx context.Context, r Ref) (*Artifact, error) {
-	key := cacheKey(r)
+// resolveArtifact reads an artifact in the vector's repository, with the vector's access.
+func (c *Client) resolveArtifact(ctx context.Context, r Ref, acc access) (*Artifact, error) {
+	key := cacheKey(r, acc)
 	if a, ok := c.artifacts.get(ctx, key); ok {
 		return a, nil
 	}
-	cv, err := c.readComponentVersion(ctx, r)
+	cv, err := c.readComponentVersion(ctx, r, acc)
 	if err != nil {
 		return nil, err
 	}
-	a := &Artifact{Component: cv.descriptor.Component.Name, Version: cv.descriptor.Component.Version, Digest: cv.digest}
+	a := &Artifact{
+		Component: cv.descriptor.Component.Name, Version: cv.descriptor.Component.Version,
+		Digest: cv.digest, Source: r.Pinned(cv.digest), descriptor: cv.raw,
+	}
 	manifests := 0
 	for _, res := range cv.descriptor.Component.Resources {
 		switch res.Type {
@@ -177,7 +214,7 @@ func (c *Client) resolveArtifact(ctx context.Context, r Ref) (*Artifact, error) 
 			if err != nil {
 				return nil, newError(ReasonDescriptorInvalid, r.String(), "resource %s: %v", res.Name, err)
 			}
-			a.Resources = append(a.Resources, Resource{Name: res.Name, Type: res.Type, Access: access})
+			a.Resources = append(a.Resources, Resource{Name: res.Name, Type: res.Type, Access: access, Digest: contentDigest(res.Digest)})
 		}
 	}
 	if manifests == 0 {
@@ -218,19 +255,9 @@ func canonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// cacheKey identifies a component version across spellings of its repository: the scheme matters only as
-// plain HTTP versus TLS, and a CTF by its absolute path.
-func cacheKey(r Ref) string {
-	repo := r.Host() + "/" + r.SubPath
-	switch {
-	case r.IsCTF():
-		dir := strings.TrimPrefix(r.FilePath, "file://")
-		if abs, err := filepath.Abs(dir); err == nil {
-			dir = abs
-		}
-		repo = "ctf:" + dir
-	case r.PlainHTTP():
-		repo = "http://" + repo
-	}
-	return strings.Join([]string{repo, r.Component, r.Version, r.Digest}, "\x00")
+// cacheKey identifies a component version across spellings of its repository (the scheme matters only as plain
+// HTTP versus TLS, and a CTF by its absolute path) together with the credential it is read with: what one
+// credential may read is served from the cache only to reads presenting the same credential.
+func cacheKey(r Ref, a access) string {
+	return strings.Join([]string{r.Pinned(r.Digest), a.id}, "\x00")
 }

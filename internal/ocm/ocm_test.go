@@ -259,20 +259,20 @@ func TestResolveVectorNotFoundAndInvalid(t *testing.T) {
 }
 
 func TestResolveVectorBasicAuth(t *testing.T) {
-	reg := ocmtest.NewRegistry(t, ocmtest.WithBasicAuth("robot", "s3cr3t-pw"))
+	reg := ocmtest.NewRegistry(t, ocmtest.WithBasicAuth("robot", "s3cr3t-pw"), ocmtest.WithTLS())
 	a := ocmtest.Artifact("acme.org/artifacts/a", "1.0.0", "cloud.konfidence.flux.helm", true)
 	reg.Push(t, subPath, a, ocmtest.Vector(vectorName, "1.0.0", a))
 	ref := reg.Ref(subPath, vectorName, "1.0.0")
 	ctx := context.Background()
 
-	_, err := ocm.NewClient(ocm.Options{}).ResolveVector(ctx, ref)
+	_, err := ocm.NewClient(ocm.Options{RootCAs: reg.CertPool()}).ResolveVector(ctx, ref)
 	assertError(t, err, ocm.ErrUnauthorized, false)
 
 	wrong := ocm.Credentials{}
 	if err := wrong.AddDockerConfigJSON([]byte(`{"auths":{"` + reg.Host + `":{"username":"robot","password":"wrong-pw"}}}`)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = ocm.NewClient(ocm.Options{Credentials: wrong}).ResolveVector(ctx, ref)
+	_, err = ocm.NewClient(ocm.Options{Credentials: wrong, RootCAs: reg.CertPool()}).ResolveVector(ctx, ref)
 	assertError(t, err, ocm.ErrUnauthorized, false)
 	if strings.Contains(err.Error(), "wrong-pw") {
 		t.Errorf("error %q leaks the password", err)
@@ -286,7 +286,7 @@ func TestResolveVectorBasicAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := ocm.NewClient(ocm.Options{Credentials: creds}).ResolveVector(ctx, ref)
+	v, err := ocm.NewClient(ocm.Options{Credentials: creds, RootCAs: reg.CertPool()}).ResolveVector(ctx, ref)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +470,7 @@ func TestResolveVectorManifestShapes(t *testing.T) {
 	pushRaw(t, reg, vectorName, "3.0.0", "application/vnd.oci.image.manifest.v1+json", []byte(`{}`),
 		[]byte(`{"meta":{"schemaVersion":"v2"},"component":{"name":"acme.org/other","version":"3.0.0","provider":"p"}}`))
 	_, err = c.ResolveVector(ctx, reg.Ref("", vectorName, "3.0.0"))
-	assertError(t, err, ocm.ErrDescriptorInvalid, true)
+	assertError(t, err, ocm.ErrDescriptorMismatch, true)
 
 	// Component references come from a descriptor and are validated like parsed references.
 	bad := ocmtest.Vector(vectorName, "4.0.0", ocmtest.ComponentVersion{Name: "Not/A/Component", Version: "1.0.0"})
@@ -536,4 +536,32 @@ func BenchmarkResolveVector(b *testing.B) {
 			b.Fatalf("warm resolves made %d registry requests", n)
 		}
 	})
+}
+
+// TestResolveVectorDescriptorMismatch: a component version whose descriptor names another version than the tag
+// it is read through is refused, permanently, instead of resolving as the version it claims to be; the vector's
+// other artifact resolves, with its source pinned by digest.
+func TestResolveVectorDescriptorMismatch(t *testing.T) {
+	good := ocmtest.Artifact("acme.org/artifacts/good", "1.0.0", "cloud.konfidence.flux.helm", true)
+	impostor := ocmtest.Artifact("acme.org/artifacts/frontend", "1.2.3+build.5", "cloud.konfidence.flux.helm", true)
+	impostor.Tag = "2.0.0"
+	vector := ocmtest.Vector(vectorName, "2.0.0", good, impostor)
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			b.publish(t, good, impostor, vector)
+			v, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), b.ref(vector.Name, vector.Version))
+			assertError(t, err, ocm.ErrDescriptorMismatch, true)
+			if v == nil || v.References[1] != "acme.org/artifacts/frontend:2.0.0" || v.Components[1] != impostor.Name {
+				t.Fatalf("vector %+v does not list the impostor's reference", v)
+			}
+			if v.Artifacts[1] != nil || !strings.Contains(v.Errors[1].Error(), "descriptor is for acme.org/artifacts/frontend:1.2.3+build.5") {
+				t.Errorf("impostor resolved as %+v (error %v)", v.Artifacts[1], v.Errors[1])
+			}
+			a := v.Artifacts[0]
+			if a == nil || !strings.HasSuffix(a.Source, "//"+good.Name+":"+good.Version+"@"+a.Digest) ||
+				b.name == "registry" && a.Source != b.ref(good.Name, good.Version)+"@"+a.Digest {
+				t.Errorf("good artifact %+v: want its source pinned by its digest", a)
+			}
+		})
+	}
 }

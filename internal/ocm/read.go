@@ -9,6 +9,7 @@ import (
 	"io"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/spec"
 )
@@ -19,17 +20,19 @@ type componentVersion struct {
 	store      store
 	digest     string // of the tagged manifest or index
 	descriptor *spec.Descriptor
+	// raw is the descriptor layer as stored, kept for signature verification.
+	raw rawDescriptor
 	// blobs are the candidates for a localReference: the index's manifests and the manifest's layers.
 	blobs []ocispec.Descriptor
 }
 
 // readComponentVersion implements OCM's read algorithm: resolve the tag to a manifest or index, find the
 // descriptor layer through the config, and decode it by its media type.
-func (c *Client) readComponentVersion(ctx context.Context, r Ref) (*componentVersion, error) {
+func (c *Client) readComponentVersion(ctx context.Context, r Ref, a access) (*componentVersion, error) {
 	if r.Version == "" {
 		return nil, newError(ReasonReferenceInvalid, r.String(), "no version")
 	}
-	s, err := c.store(r)
+	s, err := c.store(r, a)
 	if err != nil {
 		return nil, err
 	}
@@ -37,29 +40,29 @@ func (c *Client) readComponentVersion(ctx context.Context, r Ref) (*componentVer
 	if err != nil {
 		return nil, classify(r.String(), err)
 	}
-	data, err := c.readVerified(r.String(), rc, desc)
+	data, err := c.readVerified(r.String(), rc, desc, c.opts.MaxManifestSize)
 	if err != nil {
 		return nil, err
 	}
 	cv := &componentVersion{ref: r, store: s, digest: desc.Digest.String()}
 	if desc.MediaType == ocispec.MediaTypeImageIndex {
 		var index ocispec.Index
-		if err := json.Unmarshal(data, &index); err != nil {
-			return nil, newError(ReasonDescriptorInvalid, r.String(), "decoding index: %v", err)
+		if err := decodeBounded(ctx, r.String(), "index", func() error { return json.Unmarshal(data, &index) }); err != nil {
+			return nil, err
 		}
 		if len(index.Manifests) == 0 || index.Manifests[0].MediaType != ocispec.MediaTypeImageManifest {
 			return nil, newError(ReasonUnsupportedMediaType, r.String(), "index does not start with an OCI image manifest")
 		}
 		cv.blobs = index.Manifests
-		if data, err = c.fetch(ctx, cv, index.Manifests[0]); err != nil {
+		if data, err = c.fetch(ctx, cv, index.Manifests[0], c.opts.MaxManifestSize); err != nil {
 			return nil, err
 		}
 	} else if desc.MediaType != ocispec.MediaTypeImageManifest {
 		return nil, newError(ReasonUnsupportedMediaType, r.String(), "manifest media type %q", desc.MediaType)
 	}
 	var manifest ocispec.Manifest
-	if err := json.Unmarshal(data, &manifest); err != nil {
-		return nil, newError(ReasonDescriptorInvalid, r.String(), "decoding manifest: %v", err)
+	if err := decodeBounded(ctx, r.String(), "manifest", func() error { return json.Unmarshal(data, &manifest) }); err != nil {
+		return nil, err
 	}
 	cv.blobs = append(cv.blobs, manifest.Layers...)
 
@@ -67,26 +70,57 @@ func (c *Client) readComponentVersion(ctx context.Context, r Ref) (*componentVer
 	if err != nil {
 		return nil, err
 	}
-	if data, err = c.fetch(ctx, cv, layer); err != nil {
+	if data, err = c.fetch(ctx, cv, layer, c.opts.MaxDescriptorSize); err != nil {
 		return nil, err
 	}
-	d, err := spec.Decode(layer.MediaType, data)
+	var d *spec.Descriptor
+	err = decodeBounded(ctx, r.String(), "component descriptor", func() (err error) {
+		d, err = spec.Decode(layer.MediaType, data)
+		return err
+	})
 	switch {
 	case errors.Is(err, spec.ErrUnsupportedMediaType):
 		return nil, &Error{Reason: ReasonUnsupportedMediaType, Ref: r.String(), Err: err}
 	case err != nil:
-		return nil, &Error{Reason: ReasonDescriptorInvalid, Ref: r.String(), Err: err}
-	case d.Component.Name != r.Component:
-		return nil, newError(ReasonDescriptorInvalid, r.String(), "descriptor is for component %q", d.Component.Name)
+		return nil, err
+	case d.Component.Name != r.Component || d.Component.Version != r.Version:
+		// A tag is only a pointer: were the descriptor's own name and version taken as they say, any tag could
+		// publish content under another version's (or component's) name, and the ArtifactDeployment named after it.
+		// The claims are cut to the longest valid name and version: they are the publisher's, of any length.
+		return nil, newError(ReasonDescriptorMismatch, r.String(), "descriptor is for %.255s:%.128s", d.Component.Name, d.Component.Version)
 	}
-	cv.descriptor = d
+	cv.descriptor, cv.raw = d, rawDescriptor{mediaType: layer.MediaType, data: data}
 	return cv, nil
+}
+
+// maxConcurrentDecodes bounds the manifest and descriptor decodes running at once in the process, across Clients
+// and reconcilers. At the size limits one decode costs up to ~30 MiB of heap (docs/security.md), so decoding
+// stays below 64 MiB whatever number of registries, vectors and workers; decoding is CPU-bound, so more slots
+// than the two cores the operator is sized for would not finish it sooner.
+const maxConcurrentDecodes = 2
+
+var decodeSlots = semaphore.NewWeighted(maxConcurrentDecodes)
+
+// decodeBounded runs decode in one of the process's decode slots, waiting for one as long as ctx allows. A decode
+// error is DescriptorInvalid, naming what was decoded.
+func decodeBounded(ctx context.Context, ref, what string, decode func() error) error {
+	if err := decodeSlots.Acquire(ctx, 1); err != nil {
+		return &Error{Reason: ReasonUnavailable, Ref: ref, Err: fmt.Errorf("waiting to decode the %s: %w", what, err)}
+	}
+	defer decodeSlots.Release(1)
+	if err := decode(); err != nil {
+		if errors.Is(err, spec.ErrUnsupportedMediaType) {
+			return err
+		}
+		return newError(ReasonDescriptorInvalid, ref, "decoding %s: %v", what, err)
+	}
+	return nil
 }
 
 // descriptorLayer reads the config's componentDescriptorLayer; its media type, not the layer entry's, says how
 // to decode. Configs without it fall back to the first layer, where every writer puts the descriptor.
 func (c *Client) descriptorLayer(ctx context.Context, cv *componentVersion, m ocispec.Manifest) (ocispec.Descriptor, error) {
-	data, err := c.fetch(ctx, cv, m.Config)
+	data, err := c.fetch(ctx, cv, m.Config, c.opts.MaxManifestSize)
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
@@ -111,36 +145,52 @@ func (c *Client) localBlob(ctx context.Context, cv *componentVersion, res spec.R
 	}
 	for _, b := range cv.blobs {
 		if b.Digest.String() == access.LocalReference {
-			return c.fetch(ctx, cv, b)
+			return c.fetch(ctx, cv, b, c.opts.MaxBlobSize)
 		}
 	}
 	return nil, newError(ReasonNotFound, cv.ref.String(), "resource %s: local blob %s is not part of the component version", res.Name, access.LocalReference)
 }
 
-func (c *Client) fetch(ctx context.Context, cv *componentVersion, desc ocispec.Descriptor) ([]byte, error) {
+// fetch reads a blob of at most limit bytes.
+func (c *Client) fetch(ctx context.Context, cv *componentVersion, desc ocispec.Descriptor, limit int64) ([]byte, error) {
 	ref := fmt.Sprintf("%s (blob %s)", cv.ref, desc.Digest)
 	// Refusing by the advertised size first spares the download; readVerified still enforces the cap.
-	if desc.Size > c.opts.MaxBlobSize {
-		return nil, newError(ReasonBlobTooLarge, ref, "%d bytes exceed the limit of %d", desc.Size, c.opts.MaxBlobSize)
+	if desc.Size > limit {
+		return nil, newError(ReasonBlobTooLarge, ref, "%d bytes exceed the limit of %d for a %s", desc.Size, limit, blobKind(desc))
 	}
 	rc, err := cv.store.Fetch(ctx, desc)
 	if err != nil {
 		return nil, classify(ref, err)
 	}
-	return c.readVerified(ref, rc, desc)
+	return c.readVerified(ref, rc, desc, limit)
 }
 
-// readVerified reads at most MaxBlobSize bytes and checks them against the descriptor: registries and CTFs are
+// blobKind names what a blob is for, in messages.
+func blobKind(desc ocispec.Descriptor) string {
+	switch {
+	case spec.IsDescriptorMediaType(desc.MediaType):
+		return "component descriptor"
+	case desc.MediaType == ocispec.MediaTypeImageManifest, desc.MediaType == ocispec.MediaTypeImageIndex,
+		desc.MediaType == spec.MediaTypeComponentConfig:
+		return "manifest"
+	}
+	return "blob"
+}
+
+// readVerified reads at most limit bytes and checks them against the descriptor: registries and CTFs are
 // content-addressed, so bytes that do not hash to their digest are corrupt or tampered with.
-func (c *Client) readVerified(ref string, rc io.ReadCloser, desc ocispec.Descriptor) ([]byte, error) {
+func (c *Client) readVerified(ref string, rc io.ReadCloser, desc ocispec.Descriptor, limit int64) ([]byte, error) {
 	defer func() { _ = rc.Close() }() // everything needed was read, or the read failed
+	if desc.Size > limit {
+		return nil, newError(ReasonBlobTooLarge, ref, "%d bytes exceed the limit of %d for a %s", desc.Size, limit, blobKind(desc))
+	}
 	var buf bytes.Buffer
-	n, err := io.Copy(&buf, io.LimitReader(rc, c.opts.MaxBlobSize+1))
+	n, err := io.Copy(&buf, io.LimitReader(rc, limit+1))
 	switch {
 	case err != nil:
 		return nil, classify(ref, err)
-	case n > c.opts.MaxBlobSize:
-		return nil, newError(ReasonBlobTooLarge, ref, "more than %d bytes", c.opts.MaxBlobSize)
+	case n > limit:
+		return nil, newError(ReasonBlobTooLarge, ref, "more than %d bytes, the limit for a %s", limit, blobKind(desc))
 	case desc.Size >= 0 && n != desc.Size:
 		return nil, newError(ReasonDigestMismatch, ref, "got %d bytes, want %d", n, desc.Size)
 	}

@@ -3,6 +3,7 @@ package ocm
 import (
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -198,6 +199,25 @@ func (r Ref) String() string {
 		b.WriteString("@" + r.Digest)
 	}
 	return b.String()
+}
+
+// Pinned is the reference to this component version pinned by digest, its repository written the one way
+// cacheKey reads it: host[:port][/subPath], with http:// only for plain HTTP (https://, oci:// and no scheme are
+// the same registry), and a CTF by its absolute path. Equal strings mean the same repository and the same bytes.
+func (r Ref) Pinned(digest string) string {
+	p := Ref{Prefix: "", Component: r.Component, Version: r.Version, Digest: digest}
+	switch {
+	case r.IsCTF():
+		p.Type, p.FilePath = TypeCTF, strings.TrimPrefix(r.FilePath, "file://")
+		if abs, err := filepath.Abs(p.FilePath); err == nil {
+			p.FilePath = abs
+		}
+	case r.PlainHTTP():
+		p.BaseURL, p.SubPath = "http://"+r.Host(), r.SubPath
+	default:
+		p.BaseURL, p.SubPath = r.Host(), r.SubPath
+	}
+	return p.String()
 }
 
 func (r Ref) repository() string {

@@ -35,6 +35,8 @@ type Options struct {
 	// RequeueDependency is how soon an object waiting for the objects it depends on is reconciled again, whether or
 	// not an event arrives (--requeue-dependency, Flux's flag for the same wait).
 	RequeueDependency time.Duration
+	// WatchNamespace is the only namespace the reconcilers watch (--watch-all-namespaces=false); empty: all.
+	WatchNamespace string
 	// Metrics records gotk_reconcile_condition, gotk_reconcile_duration_seconds and gotk_suspend_status; nil
 	// records nothing.
 	Metrics *metrics.Recorder

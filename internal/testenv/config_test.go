@@ -90,6 +90,14 @@ func TestConfigDefaultIsAcceptedByTheAPIServer(t *testing.T) {
 		!slices.Contains(manager.Args, "--metrics-addr=:8080") {
 		t.Errorf("Service targets port %s; the manager serves metrics with %v on %+v", target, manager.Args, manager.Ports)
 	}
+
+	// The Go runtime's soft memory limit is the container's limit, so that garbage collection tightens before an OOM kill.
+	if !slices.ContainsFunc(manager.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "GOMEMLIMIT" && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil &&
+			e.ValueFrom.ResourceFieldRef.Resource == "limits.memory" && e.ValueFrom.ResourceFieldRef.ContainerName == manager.Name
+	}) || manager.Resources.Limits.Memory().IsZero() {
+		t.Errorf("manager env %+v, limits %v; want GOMEMLIMIT from limits.memory", manager.Env, manager.Resources.Limits)
+	}
 }
 
 // TestConfigSamplesAreAcceptedByTheAPIServer: config/samples renders a VectorDeployment and the Flux deployer's

@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"net/http"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -43,7 +44,12 @@ func FreeAddr(t testing.TB) string {
 	return addr
 }
 
-// RunManager starts a manager and stops it when the test ends, or earlier through the returned function.
+// slowStop is how long a manager may take to stop before RunManager records what is still running: every call
+// of the reconcilers honours the manager's context, so stopping takes milliseconds.
+const slowStop = 5 * time.Second
+
+// RunManager starts a manager and stops it when the test ends, or earlier through the returned function. A manager
+// that does not stop within its grace period fails the test with the goroutines that held it.
 func RunManager(t testing.TB, mgr manager.Manager) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -53,13 +59,33 @@ func RunManager(t testing.TB, mgr manager.Manager) (stop func()) {
 	stop = func() {
 		once.Do(func() {
 			cancel()
-			if err := <-done; err != nil {
+			var err error
+			var stacks string
+			select {
+			case err = <-done:
+			case <-time.After(slowStop):
+				stacks = goroutines()
+				err = <-done
+			}
+			switch {
+			case err != nil && stacks != "":
+				t.Errorf("manager stopped with %v; the goroutines %s after it was asked to stop:\n%s", err, slowStop, stacks)
+			case err != nil:
 				t.Errorf("manager stopped with %v", err)
+			case stacks != "":
+				t.Logf("manager took more than %s to stop", slowStop)
 			}
 		})
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// goroutines returns the stacks of every goroutine, grouped.
+func goroutines() string {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+	return b.String()
 }
 
 // RequestRecorder records the API requests that pass through a rest.Config as "METHOD path", except the

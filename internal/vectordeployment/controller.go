@@ -5,6 +5,7 @@ package vectordeployment
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
@@ -31,12 +32,16 @@ type Reconciler struct {
 	// APIReader reads around the cache, where a stale read would misjudge a name as free or taken.
 	APIReader client.Reader
 	Source    VectorSource
-	Recorder  record.EventRecorder
-	Metrics   operating.ReconcileMetrics
+	// Credentials says which registry credentials each VectorDeployment's reads present.
+	Credentials RegistryCredentials
+	Recorder    record.EventRecorder
+	Metrics     operating.ReconcileMetrics
 	// RequeueDependency, when set, reconciles a VectorDeployment again this soon while its ArtifactDeployments are
 	// on their way, as Flux requeues an object whose dependencies are not ready. Their watch usually comes first;
 	// this bounds the wait when an event is missed.
 	RequeueDependency time.Duration
+	// TrustDefault is the verification policy of VectorDeployments without spec.verify.
+	TrustDefault TrustDefault
 
 	// hashLength is naming.HashLength; tests shorten it so that names collide on their own.
 	hashLength int
@@ -45,7 +50,7 @@ type Reconciler struct {
 }
 
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments,verbs=get;list;watch
-// +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments/status,verbs=patch
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments/finalizers,verbs=update
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
@@ -97,7 +102,14 @@ func (r *Reconciler) event(vd *konfidencev1.VectorDeployment, eventtype, reason,
 
 // reconcile runs the steps of a reconcile on vd, recording their outcome in vd's status.
 func (r *Reconciler) reconcile(ctx context.Context, vd *konfidencev1.VectorDeployment) (ctrl.Result, error) {
-	artifacts, err := r.resolve(ctx, vd)
+	creds, err := r.Credentials.forVectorDeployment(ctx, r.APIReader, vd)
+	if serr := (*secretError)(nil); errors.As(err, &serr) {
+		r.fail(vd, serr.reason, false, serr.Error()) // retried: the Secret may yet be created or fixed
+		return ctrl.Result{}, err
+	} else if err != nil {
+		return ctrl.Result{}, err
+	}
+	artifacts, err := r.resolve(ocm.WithCredentials(ctx, creds), vd)
 	if err != nil || artifacts == nil {
 		return ctrl.Result{}, err
 	}
@@ -133,39 +145,81 @@ func reconcileRequest(vd *konfidencev1.VectorDeployment) (string, bool) {
 
 // Options configure the VectorDeployment reconciler from flags.
 type Options struct {
-	registrySecrets []string
-	// Resolver reads the vectors; nil builds an OCM client with the registry secrets. Tests and benchmarks pass one
-	// so that several managers share its cache, as one process shares it across restarts of its manager.
-	Resolver ocm.Resolver
+	registrySecrets            []string
+	registrySecretsHosts       []string
+	insecureRegistryCredsHosts []string
+	allowedRegistries          []string
+	registryHostConcurrency    int
+	requireSignatures          bool
+	signatureKeys              string
+	requiredSignatures         []string
+	// Resolver reads the vectors; nil builds an OCM client from the flags. Tests and benchmarks pass one so that
+	// several managers share its cache, as one process shares it across restarts of its manager.
+	Resolver *ocm.Client
 }
 
 // BindFlags registers the reconciler's flags.
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.registrySecrets, "registry-secrets", nil,
-		"namespace/name of kubernetes.io/dockerconfigjson Secrets with credentials for the OCM registries (read at start)")
+		"namespace/name of kubernetes.io/dockerconfigjson Secrets with the operator's credentials for OCM registries, "+
+			"used only for the hosts --registry-secrets-hosts lists (read at every reconcile)")
+	fs.StringSliceVar(&o.registrySecretsHosts, "registry-secrets-hosts", nil,
+		"registry hosts (host[:port]) the credentials of --registry-secrets are presented to on any VectorDeployment's "+
+			"behalf; other hosts are read with the VectorDeployment's own spec.secretRef, or anonymously")
+	fs.StringSliceVar(&o.insecureRegistryCredsHosts, "insecure-registry-credentials-hosts", nil,
+		"registry hosts (host[:port]) credentials may be sent to over plain HTTP (http:// references); to others they are sent over TLS only")
+	fs.StringSliceVar(&o.allowedRegistries, "allowed-registries", nil,
+		"registry hosts (host[:port]) VectorDeployments may name; a reference to another host is refused (RegistryNotAllowed). Empty allows every host")
+	fs.IntVar(&o.registryHostConcurrency, "registry-host-concurrency", ocm.DefaultHostConcurrency,
+		"vectors read at once from one registry host; a further read waits up to 10s, then is retried (RegistryBusy). "+
+			"Keep it below --concurrent, so that a registry that never answers cannot hold every worker")
+	fs.BoolVar(&o.requireSignatures, "require-signatures", false,
+		"deploy only vectors whose OCM signatures verify with the keys of --signature-keys-secret, for VectorDeployments without spec.verify")
+	fs.StringVar(&o.signatureKeys, "signature-keys-secret", "fluxdeployer-signature-keys",
+		"Secret of PEM public keys or certificates by signature name, for --require-signatures: a name in the operator's namespace (RUNTIME_NAMESPACE) or namespace/name; read on every reconcile")
+	fs.StringSliceVar(&o.requiredSignatures, "required-signatures", nil,
+		"signature names --require-signatures requires; empty: every signature with a key must verify, at least one must")
+}
+
+func (o *Options) trustDefault() (TrustDefault, error) {
+	if !o.requireSignatures {
+		return TrustDefault{}, nil
+	}
+	secret, err := secretKey(o.signatureKeys)
+	return TrustDefault{Require: true, Secret: secret, Signatures: o.requiredSignatures}, err
 }
 
 // SetupWithManager registers the reconciler with the manager.
 func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) error {
-	resolver := o.Resolver
-	if resolver == nil {
-		credentials, err := registryCredentials(context.Background(), mgr.GetAPIReader(), o.registrySecrets)
-		if err != nil {
-			return err
-		}
-		resolver = ocm.NewClient(ocm.Options{Credentials: credentials})
+	secrets, err := parseSecretKeys(o.registrySecrets)
+	if err != nil {
+		return err
 	}
 	recorder, err := shared.NewEventRecorder(mgr, "vectordeployment-controller")
 	if err != nil {
 		return err
 	}
+	trust, err := o.trustDefault()
+	if err != nil {
+		return err
+	}
+	resolver := o.Resolver
+	if resolver == nil {
+		resolver = ocm.NewClient(ocm.Options{
+			InsecureCredentialHosts: o.insecureRegistryCredsHosts,
+			AllowedHosts:            o.allowedRegistries,
+			HostConcurrency:         o.registryHostConcurrency,
+		})
+	}
 	r := &Reconciler{
 		Client:            mgr.GetClient(),
 		APIReader:         mgr.GetAPIReader(),
 		Source:            ocmSource{resolver: resolver},
+		Credentials:       RegistryCredentials{Secrets: secrets, Hosts: o.registrySecretsHosts},
 		Recorder:          recorder,
 		Metrics:           shared.ReconcileMetrics(mgr, "VectorDeployment"),
 		RequeueDependency: shared.RequeueDependency,
+		TrustDefault:      trust,
 		hashLength:        naming.HashLength,
 		maxArtifacts:      konfidencev1.MaxArtifactsPerVector,
 	}

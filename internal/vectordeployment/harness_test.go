@@ -42,13 +42,17 @@ const (
 // managerOptions tune a test manager.
 type managerOptions struct {
 	hashLength int
-	resolver   ocm.Resolver
+	resolver   *ocm.Client
 	// requests, when set, records the manager's requests to the API server.
 	requests *testenv.RequestRecorder
 	// requeueDependency is the reconciler's RequeueDependency.
 	requeueDependency time.Duration
 	// maxArtifacts is the reconciler's maxArtifacts; zero means konfidencev1.MaxArtifactsPerVector.
 	maxArtifacts int
+	// credentials are the reconciler's registry credentials.
+	credentials RegistryCredentials
+	// trust is the reconciler's operator-wide verification policy.
+	trust TrustDefault
 }
 
 // startManager runs the VectorDeployment reconciler in its own manager against the shared API server, as a
@@ -80,10 +84,12 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 		Client:            mgr.GetClient(),
 		APIReader:         mgr.GetAPIReader(),
 		Source:            ocmSource{resolver: o.resolver},
+		Credentials:       o.credentials,
 		Recorder:          recorder,
 		hashLength:        o.hashLength,
 		maxArtifacts:      o.maxArtifacts,
 		RequeueDependency: o.requeueDependency,
+		TrustDefault:      o.trust,
 	}
 	// Several managers live in one test binary, so the controller name repeats.
 	if err := r.setupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: ptr.To(true)}); err != nil {

@@ -10,16 +10,27 @@ import (
 // nothing of OCM's wire format.
 type VectorSource interface {
 	// ResolveVector returns the vector's artifacts in reference order. The error is a failure of the vector
-	// itself; a failure of one artifact is that entry's Err, so the vector's other artifacts still deploy.
-	ResolveVector(ctx context.Context, ref string) ([]ResolvedArtifact, error)
+	// itself; a failure of one artifact is that entry's Err, so the vector's other artifacts still deploy. With a
+	// trust policy, a vector that does not verify against it is a failure of the whole vector.
+	ResolveVector(ctx context.Context, ref string, trust *Trust) ([]ResolvedArtifact, error)
+}
+
+// Trust is what a vector must carry to be deployed: signatures that verify with Keys.
+type Trust struct {
+	// Signatures must be present and valid; empty: every signature with a key must verify, at least one must.
+	Signatures []string
+	// Keys are PEM public keys or certificates by signature name.
+	Keys map[string][]byte
 }
 
 // ResolvedArtifact is one artifact reference of a vector, read or failed.
 type ResolvedArtifact struct {
 	// Ref names the artifact (its component reference) in messages.
-	Ref      string
-	Artifact Artifact
-	Err      error
+	Ref string
+	// Component is the referenced component's name, also when the artifact failed.
+	Component string
+	Artifact  Artifact
+	Err       error
 }
 
 // Artifact is what an ArtifactDeployment is made of.
@@ -29,4 +40,7 @@ type Artifact struct {
 	Manifest  konfidencev1.ArtifactManifest
 	Tasks     []konfidencev1.TaskManifest
 	Resources []konfidencev1.Resource
+	// Source is what the artifact was read from, exactly (repository and content digest); two artifacts of one
+	// identity but different sources are different content under one name.
+	Source string
 }

@@ -25,7 +25,12 @@ import (
 // resolve reads the vector and records the outcome in the VectorDownloaded condition. It returns no artifacts
 // and no error when the vector failed for good: the status says why, and retrying cannot help.
 func (r *Reconciler) resolve(ctx context.Context, vd *konfidencev1.VectorDeployment) ([]ResolvedArtifact, error) {
-	artifacts, err := r.Source.ResolveVector(ctx, vd.Spec.Vector)
+	trust, err := r.trust(ctx, vd)
+	if err != nil {
+		r.fail(vd, konfidencev1.SignatureInvalidReason, false, fmt.Sprintf("reading the keys that verify vector %s: %v", vd.Spec.Vector, err))
+		return nil, err
+	}
+	artifacts, err := r.Source.ResolveVector(ctx, vd.Spec.Vector, trust)
 	if err != nil {
 		r.fail(vd, failureReason(err), isPermanent(err), fmt.Sprintf("reading vector %s: %v", vd.Spec.Vector, err))
 		if isPermanent(err) {
@@ -39,6 +44,10 @@ func (r *Reconciler) resolve(ctx context.Context, vd *konfidencev1.VectorDeploym
 			vd.Spec.Vector, len(artifacts), r.maxArtifacts))
 		return nil, nil
 	}
+	if msg := repeatedComponents(artifacts); msg != "" {
+		r.fail(vd, konfidencev1.MultipleComponentVersionsReason, true, fmt.Sprintf("vector %s: %s", vd.Spec.Vector, msg))
+		return nil, nil
+	}
 	if reason, msg := artifactFailures(artifacts); reason != "" {
 		conditions.MarkFalse(vd, konfidencev1.VectorDownloadedCondition, reason, "%s", msg)
 	} else {
@@ -46,6 +55,28 @@ func (r *Reconciler) resolve(ctx context.Context, vd *konfidencev1.VectorDeploym
 			"read vector %s and its %d artifacts", vd.Spec.Vector, len(artifacts))
 	}
 	return artifacts, nil
+}
+
+// repeatedComponents names the components the vector references more than once, or returns "". The status keeps
+// one slot (name, collision count, results) per component, so a second version would share the first one's slot:
+// one of them would drop out of the status and Ready could come before both are. A vector is a set of artifacts,
+// so one version per component is the rule, and a vector breaking it is refused before anything is created.
+func repeatedComponents(artifacts []ResolvedArtifact) string {
+	refs := map[string][]string{}
+	var repeated []string
+	for _, a := range artifacts {
+		if refs[a.Component] = append(refs[a.Component], a.Ref); len(refs[a.Component]) == 2 {
+			repeated = append(repeated, a.Component)
+		}
+	}
+	if len(repeated) == 0 {
+		return ""
+	}
+	msgs := make([]string, len(repeated))
+	for i, c := range repeated {
+		msgs[i] = fmt.Sprintf("component %s is referenced %d times (%s)", c, len(refs[c]), joinBounded(refs[c], ", "))
+	}
+	return joinBounded(msgs, "; ") + "; a vector holds one version per component"
 }
 
 // fail records a failure of the whole VectorDeployment: not Ready, and Stalled when retrying cannot help.
@@ -76,7 +107,7 @@ func (r *Reconciler) syncArtifacts(ctx context.Context, vd *konfidencev1.VectorD
 		}
 		slot, err := r.syncArtifact(ctx, vd, ra.Artifact, collisionCountOfSlot(vd, ra.Artifact.Component))
 		switch {
-		case errors.Is(err, naming.ErrInvalidInput):
+		case isPermanent(err):
 			ra.Err = err
 		case err != nil:
 			errs = append(errs, err)
@@ -102,24 +133,13 @@ func (r *Reconciler) eventOwnership(vd *konfidencev1.VectorDeployment, slots map
 		}
 	}
 	if len(made) > 0 {
-		r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentCreated", "Created %d ArtifactDeployments: %s", len(made), enumerate(sorted(made)))
+		r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentCreated", "Created %d ArtifactDeployments: %s", len(made), joinBounded(sorted(made), "; "))
 	}
 	if len(adopted) > 0 {
-		r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentAdopted", "Adopted %d ArtifactDeployments: %s", len(adopted), enumerate(sorted(adopted)))
+		r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentAdopted", "Adopted %d ArtifactDeployments: %s", len(adopted), joinBounded(sorted(adopted), "; "))
 	}
 }
 
-// maxListed bounds how many items a message enumerates: a vector may have hundreds of artifacts, and the API
-// server refuses a condition message of more than 32768 characters, and with it the whole status write.
-const maxListed = 20
-
-// enumerate joins items in their order, the first maxListed of them, and says how many more there are.
-func enumerate(items []string) string {
-	if len(items) <= maxListed {
-		return strings.Join(items, "; ")
-	}
-	return fmt.Sprintf("%s; and %d more", strings.Join(items[:maxListed], "; "), len(items)-maxListed)
-}
 
 func collisionCountOfSlot(vd *konfidencev1.VectorDeployment, component string) int32 {
 	return ptr.Deref(vd.Status.ResultingArtifactDeployments[component].CollisionCount, 0)
@@ -170,6 +190,7 @@ func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []Re
 		}
 		waiting.add(slot.name, slot.deployment)
 	}
+	r.reportNewFailures(vd, artifacts)
 	failedReason, failedMsg := artifactFailures(artifacts)
 	counts := countArtifacts(artifacts, limited, waiting)
 	recordArtifacts(client.ObjectKeyFromObject(vd), counts)
@@ -177,7 +198,7 @@ func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []Re
 
 	switch {
 	case len(limited) > 0:
-		msg := fmt.Sprintf("gave up after %d collision salts: %s", konfidencev1.MaxCollisionCount, enumerate(sorted(limited)))
+		msg := fmt.Sprintf("gave up after %d collision salts: %s", konfidencev1.MaxCollisionCount, joinBounded(sorted(limited), "; "))
 		conditions.MarkFalse(vd, konfidencev1.ArtifactDeploymentsCreatedCondition, konfidencev1.HashCollisionLimitExceededReason, "%s", msg)
 		if !conditions.IsStalled(vd) || conditions.GetReason(vd, konfidencev1.StalledCondition) != konfidencev1.HashCollisionLimitExceededReason {
 			collisionsLimitExceeded.Inc()
@@ -286,7 +307,7 @@ func (w *waitingArtifacts) summary(total int) (reason, msg string) {
 			reason = c.Reason
 		}
 	}
-	return reason, fmt.Sprintf("%d/%d artifacts ready; waiting for %s", total-len(w.names), total, enumerate(parts))
+	return reason, fmt.Sprintf("%d/%d artifacts ready; waiting for %s", total-len(w.names), total, joinBounded(parts, "; "))
 }
 
 // isProgressing tells the reasons of work under way from those of a failure.
@@ -304,9 +325,22 @@ func artifactFailures(artifacts []ResolvedArtifact) (reason, msg string) {
 		if reason == "" {
 			reason = failureReason(a.Err)
 		}
-		msgs = append(msgs, fmt.Sprintf("%s: %v", a.Ref, a.Err))
+		msgs = append(msgs, failureMessage(a))
 	}
-	return reason, enumerate(msgs)
+	return reason, joinBounded(msgs, "; ")
+}
+
+func failureMessage(a ResolvedArtifact) string { return fmt.Sprintf("%s: %v", a.Ref, a.Err) }
+
+// reportNewFailures emits a Warning event for each failed artifact that the ArtifactDeploymentsCreated condition
+// does not report yet: every refusal is announced, once, not on every resync of a VectorDeployment that waits.
+func (r *Reconciler) reportNewFailures(vd *konfidencev1.VectorDeployment, artifacts []ResolvedArtifact) {
+	reported := conditions.GetMessage(vd, konfidencev1.ArtifactDeploymentsCreatedCondition)
+	for _, a := range artifacts {
+		if a.Err != nil && !strings.Contains(reported, failureMessage(a)) {
+			r.event(vd, corev1.EventTypeWarning, failureReason(a.Err), "%s", failureMessage(a))
+		}
+	}
 }
 
 // failureReason is the condition reason for a failure: the OCM package's typed reason where it has one, and a
@@ -315,16 +349,19 @@ func failureReason(err error) string {
 	if errors.Is(err, naming.ErrInvalidInput) {
 		return konfidencev1.InvalidNameInputReason
 	}
+	if reason := refusalReason(err); reason != "" {
+		return reason
+	}
 	if reason := ocm.ReasonOf(err); reason != "" {
 		return string(reason)
 	}
 	return meta.ReconciliationFailedReason
 }
 
-// isPermanent tells whether retrying cannot fix a failure: a name that cannot be built, or an OCM reference or
-// component version that is malformed.
+// isPermanent tells whether retrying cannot fix a failure: a name that cannot be built, an artifact refused here,
+// or an OCM reference or component version that is malformed.
 func isPermanent(err error) bool {
-	return errors.Is(err, naming.ErrInvalidInput) || ocm.IsPermanent(err)
+	return errors.Is(err, naming.ErrInvalidInput) || refusalReason(err) != "" || ocm.IsPermanent(err)
 }
 
 // isPermanentFailure tells whether some artifact failed in a way retrying cannot fix.

@@ -53,6 +53,9 @@ type slotResult struct {
 // the slot's collision count, as the Deployment controller names ReplicaSets; a name held by another identity is
 // a collision the caller recovers from by bumping the count.
 func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDeployment, a Artifact, collisionCount int32) (slotResult, error) {
+	if err := checkLimits(a); err != nil {
+		return slotResult{}, err
+	}
 	id := identityOf(a, vd)
 	// From the cache. Asking the API server before every creation would cost a namespace-wide LIST each time
 	// (measured with benchstat: +47% API requests and twice the wall time for a cold start of 1,000 slots) to
@@ -62,7 +65,7 @@ func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDe
 		return slotResult{}, err
 	}
 	if existing != nil {
-		return r.adopt(ctx, vd, id, existing, collisionCount)
+		return r.adopt(ctx, vd, id, a.Source, existing, collisionCount)
 	}
 
 	name, hash, err := id.name(collisionCount, r.hashLength)
@@ -80,6 +83,9 @@ func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDe
 		creations.Inc()
 		log.FromContext(ctx).Info("created ArtifactDeployment", "artifactDeployment", name, "component", id.component, "version", id.version)
 		return slotResult{outcome: created, name: name, collisionCount: collisionCount, deployment: desired, described: describe(name, id)}, nil
+	case apierrors.IsInvalid(err):
+		// A rule of the CRD checkLimits does not know (yet): retrying the same object cannot succeed either.
+		return slotResult{}, refuse(konfidencev1.ArtifactLimitsExceededReason, "the API server refused ArtifactDeployment %s for %s: %v", name, id, err)
 	case !apierrors.IsAlreadyExists(err):
 		return slotResult{}, fmt.Errorf("creating ArtifactDeployment %s: %w", name, err)
 	}
@@ -90,7 +96,7 @@ func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDe
 		return slotResult{}, fmt.Errorf("reading ArtifactDeployment %s that holds the name: %w", name, err)
 	}
 	if id.matches(holder) {
-		return r.adopt(ctx, vd, id, holder, collisionCount)
+		return r.adopt(ctx, vd, id, a.Source, holder, collisionCount)
 	}
 
 	msg := fmt.Sprintf("ArtifactDeployment name %s for %s is taken by %s (collision count %d)", name, id, identityOfObject(holder), collisionCount)
@@ -144,19 +150,37 @@ func (r *Reconciler) findByIdentity(ctx context.Context, namespace string, id id
 	}), nil
 }
 
-// adopt adds vd as an owner of an ArtifactDeployment of its identity. The owner-reference list is written with
-// an optimistic lock, so two VectorDeployments adopting at once cannot drop each other's reference.
-func (r *Reconciler) adopt(ctx context.Context, vd *konfidencev1.VectorDeployment, id identity, ad *konfidencev1.ArtifactDeployment, collisionCount int32) (slotResult, error) {
+// adopt adds vd as an owner of an ArtifactDeployment of its identity built from the same source. The
+// owner-reference list is written with an optimistic lock, so two VectorDeployments adopting at once cannot drop
+// each other's reference.
+//
+// The identity (and so the name) leaves the source out, since names are a persistence format; the source
+// annotation is what tells the same artifact from different content published under its name elsewhere, or
+// re-published under it. Such an ArtifactDeployment is neither shared nor changed. One created before sources
+// were recorded has none, and gets the adopter's: upgrades keep their deployments.
+func (r *Reconciler) adopt(ctx context.Context, vd *konfidencev1.VectorDeployment, id identity, source string,
+	ad *konfidencev1.ArtifactDeployment, collisionCount int32) (slotResult, error) {
+	recorded, hasSource := ad.Annotations[konfidencev1.ArtifactSourceAnnotation]
+	if hasSource && recorded != source {
+		return slotResult{}, refuse(konfidencev1.ArtifactSourceConflictReason,
+			"ArtifactDeployment %s of %s was built from %s, not from %s; it is neither shared nor changed", ad.Name, id, recorded, source)
+	}
 	result := slotResult{outcome: adopted, name: ad.Name, collisionCount: max(collisionCount, collisionCountOf(ad)), deployment: ad}
-	if isOwnedBy(ad, vd) {
+	owned := isOwnedBy(ad, vd)
+	if owned && hasSource {
 		return result, nil
 	}
 	before := ad.DeepCopy()
+	metav1.SetMetaDataAnnotation(&ad.ObjectMeta, konfidencev1.ArtifactSourceAnnotation, source)
 	if err := r.setOwner(vd, id, ad); err != nil {
 		return slotResult{}, err
 	}
 	if err := r.Patch(ctx, ad, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return slotResult{}, fmt.Errorf("adopting ArtifactDeployment %s: %w", ad.Name, err)
+	}
+	if owned {
+		log.FromContext(ctx).Info("recorded the source of ArtifactDeployment", "artifactDeployment", ad.Name, "source", source)
+		return result, nil
 	}
 	adoptions.Inc()
 	log.FromContext(ctx).Info("adopted ArtifactDeployment", "artifactDeployment", ad.Name, "component", id.component, "version", id.version)
@@ -181,7 +205,7 @@ func isOwnedBy(ad *konfidencev1.ArtifactDeployment, vd *konfidencev1.VectorDeplo
 }
 
 func newArtifactDeployment(vd *konfidencev1.VectorDeployment, a Artifact, id identity, name, hash string, collisionCount int32) *konfidencev1.ArtifactDeployment {
-	return &konfidencev1.ArtifactDeployment{
+	ad := &konfidencev1.ArtifactDeployment{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
 			Namespace:   vd.Namespace,
@@ -194,4 +218,6 @@ func newArtifactDeployment(vd *konfidencev1.VectorDeployment, a Artifact, id ide
 			Component:     konfidencev1.Component{Name: a.Component, Version: a.Version, Resources: a.Resources},
 		},
 	}
+	metav1.SetMetaDataAnnotation(&ad.ObjectMeta, konfidencev1.ArtifactSourceAnnotation, a.Source)
+	return ad
 }

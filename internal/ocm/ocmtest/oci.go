@@ -166,3 +166,33 @@ var ConfigBundle = map[string]string{
 	"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - configmap.yaml\n",
 	"configmap.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-config\ndata:\n  greeting: hello\n",
 }
+
+// ManifestDigest resolves an image reference as PushHelmChart and PushKustomizeBundle return it to the digest of
+// the manifest it names.
+func ManifestDigest(ctx context.Context, imageReference string) (string, error) {
+	rest, plainHTTP := strings.CutPrefix(imageReference, "http://")
+	ref, err := registry.ParseReference(rest)
+	if err != nil {
+		return "", err
+	}
+	repo := &remote.Repository{Reference: ref, PlainHTTP: plainHTTP}
+	desc, err := repo.Resolve(ctx, ref.Reference)
+	if err != nil {
+		return "", err
+	}
+	return desc.Digest.String(), nil
+}
+
+// PushPinnedChart pushes a chart as PushHelmChart does and returns the helmChart resource naming it, with the
+// manifest digest recorded as OCM records it, so the artifact pins the chart's content.
+func PushPinnedChart(ctx context.Context, host, repository string, c Chart) (Resource, error) {
+	ref, err := PushHelmChart(ctx, host, repository, c)
+	if err != nil {
+		return Resource{}, err
+	}
+	digest, err := ManifestDigest(ctx, ref)
+	if err != nil {
+		return Resource{}, err
+	}
+	return ChartResource(c.Version, ref).WithOCIDigest(digest), nil
+}

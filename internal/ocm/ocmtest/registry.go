@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,8 +30,14 @@ type Registry struct {
 	username  string
 	password  string
 	requests  atomic.Int64
+	down      atomic.Bool
 	mu        sync.Mutex
 	tampered  map[string]bool // blob digests whose content is served corrupted
+	// authorizations are the Authorization headers received, in order, empty ones left out.
+	authorizations []string
+	hanging        atomic.Bool
+	closed         chan struct{} // closed by Close, releasing hanging requests
+	closeOnce      sync.Once
 }
 
 // RegistryOption configures NewRegistry.
@@ -68,7 +75,7 @@ func ListenRegistry(addr string, opts ...RegistryOption) (*Registry, error) {
 }
 
 func startRegistry(l net.Listener, opts ...RegistryOption) *Registry {
-	r := &Registry{plainHTTP: true, tampered: map[string]bool{}}
+	r := &Registry{plainHTTP: true, tampered: map[string]bool{}, closed: make(chan struct{})}
 	for _, o := range opts {
 		o(r)
 	}
@@ -89,11 +96,32 @@ func startRegistry(l net.Listener, opts ...RegistryOption) *Registry {
 }
 
 // Close stops the registry.
-func (r *Registry) Close() { r.server.Close() }
+func (r *Registry) Close() {
+	r.closeOnce.Do(func() {
+		close(r.closed)
+		r.server.Close()
+	})
+}
+
+// Hang makes the registry accept every further request and never answer it, as a hostile or broken registry
+// may: a request ends only when its client gives up or the registry is closed.
+func (r *Registry) Hang() { r.hanging.Store(true) }
 
 func (r *Registry) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.requests.Add(1)
+		r.recordAuthorization(req.Header.Get("Authorization"))
+		if r.down.Load() {
+			http.Error(w, "registry unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		if r.hanging.Load() {
+			select {
+			case <-req.Context().Done():
+			case <-r.closed:
+			}
+			return
+		}
 		if r.username != "" {
 			if user, pass, ok := req.BasicAuth(); !ok || user != r.username || pass != r.password {
 				w.Header().Set("WWW-Authenticate", `Basic realm="ocmtest"`)
@@ -138,6 +166,27 @@ func (r *Registry) Tamper(digest string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.tampered[digest] = true
+}
+
+// SetUnavailable makes the registry answer every request with 503 Service Unavailable while down is true, as
+// a registry in maintenance or behind a failing load balancer does.
+func (r *Registry) SetUnavailable(down bool) { r.down.Store(down) }
+
+func (r *Registry) recordAuthorization(header string) {
+	if header == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.authorizations = append(r.authorizations, header)
+}
+
+// Authorizations returns the Authorization headers received so far, in order; requests without one are left out.
+// Whether they came over TLS is the registry's: a WithTLS registry receives nothing in clear.
+func (r *Registry) Authorizations() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.authorizations)
 }
 
 // Requests is the number of HTTP requests served so far, including rejected ones.

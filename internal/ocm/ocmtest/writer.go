@@ -5,6 +5,7 @@ package ocmtest
 import (
 	"bytes"
 	"context"
+	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
@@ -20,6 +22,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/signing"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/spec"
 )
 
@@ -32,8 +35,11 @@ const (
 
 // ComponentVersion describes a component version to write.
 type ComponentVersion struct {
-	Name     string
-	Version  string
+	Name    string
+	Version string
+	// Tag, when set, is the version the component version is stored and referenced under instead of Version: a
+	// descriptor that lies about the reference it is read through, as a hostile publisher would write one.
+	Tag      string
 	Provider string // default "test"
 	// Resources with a Blob become local blobs; the others keep their Access.
 	Resources  []Resource
@@ -43,6 +49,18 @@ type ComponentVersion struct {
 	DescriptorMediaType string
 	// Index wraps the manifest in an OCI index, as OCM does when a local blob is itself an OCI artifact.
 	Index bool
+	// RawDescriptor, when set, is stored verbatim as the descriptor layer (of DescriptorMediaType) instead of the
+	// encoded descriptor: hostile or malformed descriptors for tests.
+	RawDescriptor []byte
+	// Signers sign the descriptor, in order.
+	Signers []Signer
+}
+
+// Signer signs a component version's descriptor as OCM's RSA signing handler does.
+type Signer struct {
+	Name    string
+	Key     *rsa.PrivateKey
+	Options signing.SignOptions
 }
 
 // Resource is a resource to write.
@@ -56,6 +74,8 @@ type Resource struct {
 	// Blob, when non-nil, is stored as a local blob of media type BlobMediaType (default application/json).
 	Blob          []byte
 	BlobMediaType string
+	// Digest is recorded for a non-local resource, e.g. the manifest digest of the OCI artifact its access names.
+	Digest *spec.Digest
 }
 
 // Target receives a component version's blobs and manifests. *remote.Repository implements it.
@@ -88,27 +108,23 @@ func Write(ctx context.Context, repo Repository, cv ComponentVersion) (ocispec.D
 	if mediaType == "" {
 		mediaType = spec.MediaTypeDescriptorJSON
 	}
-	d := &spec.Descriptor{
-		Meta: spec.Meta{SchemaVersion: spec.SchemaVersionV2},
-		Component: spec.Component{
-			Name: cv.Name, Version: cv.Version, Provider: provider(cv.Provider),
-			References: cv.References,
-		},
+	d, blobs, err := describe(cv)
+	if err != nil {
+		return ocispec.Descriptor{}, err
 	}
 	var layers []ocispec.Descriptor
-	for _, r := range cv.Resources {
-		res, layer, err := writeResource(ctx, t, r)
-		if err != nil {
-			return ocispec.Descriptor{}, fmt.Errorf("resource %s: %w", r.Name, err)
+	for _, b := range blobs {
+		if err := t.Push(ctx, b.desc, bytes.NewReader(b.data)); err != nil {
+			return ocispec.Descriptor{}, err
 		}
-		d.Component.Resources = append(d.Component.Resources, res)
-		if layer != nil {
-			layers = append(layers, *layer)
-		}
+		layers = append(layers, b.desc)
 	}
 	data, err := spec.Encode(mediaType, d)
 	if err != nil {
 		return ocispec.Descriptor{}, err
+	}
+	if cv.RawDescriptor != nil {
+		data = cv.RawDescriptor
 	}
 	descLayer, err := push(ctx, t, mediaType, data)
 	if err != nil {
@@ -143,7 +159,81 @@ func Write(ctx context.Context, repo Repository, cv ComponentVersion) (ocispec.D
 			return ocispec.Descriptor{}, err
 		}
 	}
-	return tagged, t.Tag(ctx, tagged, spec.VersionTag(cv.Version))
+	return tagged, t.Tag(ctx, tagged, spec.VersionTag(cv.tag()))
+}
+
+// tag is the version a component version is stored and referenced under.
+func (cv ComponentVersion) tag() string {
+	if cv.Tag != "" {
+		return cv.Tag
+	}
+	return cv.Version
+}
+
+// blob is a local blob to push as a layer.
+type blob struct {
+	desc ocispec.Descriptor
+	data []byte
+}
+
+// describe builds the (signed) descriptor of a component version and the local blobs it names.
+func describe(cv ComponentVersion) (*spec.Descriptor, []blob, error) {
+	d := &spec.Descriptor{
+		Meta: spec.Meta{SchemaVersion: spec.SchemaVersionV2},
+		Component: spec.Component{
+			Name: cv.Name, Version: cv.Version, Provider: provider(cv.Provider),
+			References: cv.References,
+		},
+	}
+	var blobs []blob
+	for _, r := range cv.Resources {
+		res, b, err := describeResource(r)
+		if err != nil {
+			return nil, nil, fmt.Errorf("resource %s: %w", r.Name, err)
+		}
+		d.Component.Resources = append(d.Component.Resources, res)
+		if b != nil {
+			blobs = append(blobs, *b)
+		}
+	}
+	for _, s := range cv.Signers {
+		if err := sign(d, s); err != nil {
+			return nil, nil, fmt.Errorf("signing %s:%s as %s: %w", cv.Name, cv.Version, s.Name, err)
+		}
+	}
+	return d, blobs, nil
+}
+
+// sign adds a signature to d, computed over d as JSON (the form every encoding converts to).
+func sign(d *spec.Descriptor, s Signer) error {
+	unsigned, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	signed, err := signing.Sign(unsigned, s.Name, s.Key, s.Options)
+	if err != nil {
+		return err
+	}
+	*d = spec.Descriptor{}
+	return json.Unmarshal(signed, d)
+}
+
+// Digest is the digest a vector's component reference pins cv with: SHA-256 over its descriptor normalised with
+// jsonNormalisation/v4alpha1, as Konfidence writes it.
+func Digest(cv ComponentVersion) (*spec.Digest, error) {
+	d, _, err := describe(cv)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := json.Marshal(d)
+	if err != nil {
+		return nil, err
+	}
+	value, err := signing.Digest(doc, signing.NormalisationV4alpha1, signing.HashSHA256)
+	if err != nil {
+		return nil, err
+	}
+	return &spec.Digest{HashAlgorithm: signing.HashSHA256, NormalisationAlgorithm: signing.NormalisationV4alpha1, Value: value}, nil
 }
 
 func provider(name string) json.RawMessage {
@@ -167,10 +257,10 @@ func annotations(cv ComponentVersion) map[string]string {
 	return a
 }
 
-// writeResource pushes a local blob the way OCM ingests one: the access points at the blob's digest and the
-// layer is annotated with the resource identity.
-func writeResource(ctx context.Context, t Target, r Resource) (spec.Resource, *ocispec.Descriptor, error) {
-	res := spec.Resource{Name: r.Name, Version: r.Version, Type: r.Type, Relation: r.Relation}
+// describeResource describes a resource; a local blob is described the way OCM ingests one: the access points at
+// the blob's digest and the layer is annotated with the resource identity.
+func describeResource(r Resource) (spec.Resource, *blob, error) {
+	res := spec.Resource{Name: r.Name, Version: r.Version, Type: r.Type, Relation: r.Relation, Digest: r.Digest}
 	if r.Blob == nil {
 		if res.Relation == "" {
 			res.Relation = "external"
@@ -190,10 +280,8 @@ func writeResource(ctx context.Context, t Target, r Resource) (spec.Resource, *o
 	if mediaType == "" {
 		mediaType = "application/json"
 	}
-	layer, err := push(ctx, t, mediaType, r.Blob)
-	if err != nil {
-		return res, nil, err
-	}
+	layer := content.NewDescriptorFromBytes(mediaType, r.Blob)
+	var err error
 	if res.Access, err = json.Marshal(spec.LocalBlobAccess{Type: spec.AccessTypeLocalBlob, LocalReference: layer.Digest.String(), MediaType: mediaType}); err != nil {
 		return res, nil, err
 	}
@@ -203,7 +291,7 @@ func writeResource(ctx context.Context, t Target, r Resource) (spec.Resource, *o
 		return res, nil, err
 	}
 	layer.Annotations = map[string]string{spec.AnnotationArtifact: string(artifact)}
-	return res, &layer, nil
+	return res, &blob{desc: layer, data: r.Blob}, nil
 }
 
 func pushJSON(ctx context.Context, t Target, mediaType string, v any) (ocispec.Descriptor, error) {
@@ -289,13 +377,21 @@ func TaskResource(t ocm.Task) Resource {
 }
 
 // Vector is a vector component version referencing the given artifacts, named ref-<i> as Konfidence's test
-// helper names them.
+// helper names them, each pinned by its normalised digest as Konfidence pins them.
 func Vector(component, version string, artifacts ...ComponentVersion) ComponentVersion {
 	v := ComponentVersion{Name: component, Version: version, Provider: "konfidence"}
 	for i, a := range artifacts {
-		v.References = append(v.References, spec.Reference{Name: fmt.Sprintf("ref-%d", i), ComponentName: a.Name, Version: a.Version})
+		digest, _ := Digest(a) // fails only for unmarshalable accesses, which Write reports
+		v.References = append(v.References, spec.Reference{Name: fmt.Sprintf("ref-%d", i), ComponentName: a.Name, Version: a.tag(), Digest: digest})
 	}
 	return v
+}
+
+// WithOCIDigest records digest ("sha256:<hex>", the manifest digest of the OCI artifact the access names) on a
+// resource, as OCM's genericBlobDigest/v1.
+func (r Resource) WithOCIDigest(digest string) Resource {
+	r.Digest = &spec.Digest{HashAlgorithm: spec.HashAlgorithmSHA256, NormalisationAlgorithm: spec.NormalisationGenericBlobDigest, Value: strings.TrimPrefix(digest, "sha256:")}
+	return r
 }
 
 // ChartResource is the helmChart resource of an artifact whose chart was pushed to ref (see PushHelmChart).

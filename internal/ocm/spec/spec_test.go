@@ -87,10 +87,18 @@ func TestNaming(t *testing.T) {
 	}
 }
 
-func TestDecodeAcceptsYAMLUnderJSONMediaType(t *testing.T) {
-	// OCM parses every encoding with a YAML parser, so a +json layer holding YAML still reads.
-	got, err := Decode(MediaTypeDescriptorJSON, []byte("component:\n  name: acme.org/z\n  version: 1.0.0\n"))
-	if err != nil || got.Component.Name != "acme.org/z" {
-		t.Errorf("Decode = %+v, %v", got, err)
+// TestDecodeRefusesYAMLUnderJSONMediaType: unlike OCM, a +json layer is read with the JSON decoder only, so input
+// that is not JSON never reaches the YAML parser (issue 9, finding 2); YAML media types still read YAML.
+func TestDecodeRefusesYAMLUnderJSONMediaType(t *testing.T) {
+	yamlDoc := []byte("component:\n  name: acme.org/z\n  version: 1.0.0\n")
+	for _, mt := range []string{MediaTypeDescriptorJSON, MediaTypeLegacyDescriptorJSON} {
+		if got, err := Decode(mt, yamlDoc); err == nil {
+			t.Errorf("Decode(%s, YAML) = %+v, want an error", mt, got.Component)
+		}
+	}
+	for _, mt := range []string{MediaTypeDescriptorYAML, MediaTypeLegacyDescriptorYAML} {
+		if got, err := Decode(mt, yamlDoc); err != nil || got.Component.Name != "acme.org/z" {
+			t.Errorf("Decode(%s, YAML) = %+v, %v", mt, got, err)
+		}
 	}
 }

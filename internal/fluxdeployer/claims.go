@@ -1,0 +1,131 @@
+package fluxdeployer
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// workloadNameIndex indexes ArtifactDeployments by workloadName, across namespaces.
+const workloadNameIndex = "fluxdeployer.konfidence.cloud/workload-name"
+
+// workloadName is what an ArtifactDeployment's workloads are known by in their target namespace: the Helm release
+// (named like the ArtifactDeployment, and stored in the target namespace), or the suffix of every object its
+// Kustomization renders. Names are unique per namespace only, and a configured targetNamespace gathers many
+// namespaces' workloads in one: two ArtifactDeployments with one workload name there would share a release or
+// objects, and each one's upgrade and prune would act on the other's.
+func workloadName(ad *konfidencev1.ArtifactDeployment) (string, bool) {
+	switch ad.Spec.Manifest.Type {
+	case HelmManifestType:
+		return helmv2.HelmReleaseKind + "/" + ad.Name, true
+	case KustomizeManifestType:
+		suffix, err := nameSuffix(ad)
+		return kustomizev1.KustomizationKind + "/" + suffix, err == nil
+	}
+	return "", false
+}
+
+// indexWorkloadNames registers workloadNameIndex with the cache the claims are read from.
+func indexWorkloadNames(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &konfidencev1.ArtifactDeployment{}, workloadNameIndex, func(obj client.Object) []string {
+		if name, ok := workloadName(obj.(*konfidencev1.ArtifactDeployment)); ok {
+			return []string{name}
+		}
+		return nil
+	})
+}
+
+// checkClaim refuses to deploy an ArtifactDeployment whose workload name another one, created earlier, already
+// claims in the same target namespace of this cluster: the oldest claimant keeps the name (ties go to the smaller
+// namespace/name, so every replica decides alike), the others apply nothing and say why. A remote target is left
+// out: from here the cluster behind a kubeconfig cannot be told apart from another one.
+func (r *Reconciler) checkClaim(ctx context.Context, cfg config, ad *konfidencev1.ArtifactDeployment, t target) error {
+	name, ok := workloadName(ad)
+	if !ok || t.kubeConfig != nil {
+		return nil
+	}
+	claimants, err := r.claimants(ctx, name)
+	if err != nil {
+		return err
+	}
+	for i := range claimants {
+		other := &claimants[i]
+		// The namespace first: without a shared target namespace, the claimants of other namespaces are told
+		// apart without reading their kubeconfig Secrets.
+		if !claimsEarlier(other, ad) || targetNamespace(cfg, other) != t.namespace {
+			continue
+		}
+		ot, err := resolveTarget(ctx, r.apiReader, cfg, other)
+		if err != nil {
+			return err
+		}
+		if ot.kubeConfig == nil {
+			return terminal(konfidencev1.TargetNameConflictReason,
+				"%s in target namespace %s is taken by ArtifactDeployment %s/%s, created earlier; nothing is applied for this one",
+				name, t.namespace, other.Namespace, other.Name)
+		}
+	}
+	return nil
+}
+
+// claimants lists the live ArtifactDeployments of a workload name, in every namespace.
+func (r *Reconciler) claimants(ctx context.Context, name string) ([]konfidencev1.ArtifactDeployment, error) {
+	list := &konfidencev1.ArtifactDeploymentList{}
+	if err := r.claims.List(ctx, list, client.MatchingFields{workloadNameIndex: name}); err != nil {
+		return nil, transient(konfidencev1.ApplyFailedReason, fmt.Errorf("listing the ArtifactDeployments of %s: %w", name, err))
+	}
+	live := list.Items[:0]
+	for _, ad := range list.Items {
+		if ad.DeletionTimestamp.IsZero() && handled(&ad) {
+			live = append(live, ad)
+		}
+	}
+	return live, nil
+}
+
+// claimsEarlier tells whether a holds its workload name before b: created earlier, or at the same second and first
+// by namespace/name. An object never claims before itself.
+func claimsEarlier(a, b *konfidencev1.ArtifactDeployment) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name) < 0
+}
+
+// releasedClaims requeues the other claimants of a deleted ArtifactDeployment's workload name: the next oldest
+// now holds it and deploys.
+func (r *Reconciler) releasedClaims(ctx context.Context, obj client.Object) []reconcile.Request {
+	name, ok := workloadName(obj.(*konfidencev1.ArtifactDeployment))
+	if !ok {
+		return nil
+	}
+	claimants, err := r.claimants(ctx, name)
+	if err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(claimants))
+	for i := range claimants {
+		if key := client.ObjectKeyFromObject(&claimants[i]); key != client.ObjectKeyFromObject(obj) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: key})
+		}
+	}
+	return reqs
+}
+
+// onDelete lets only deletions through: a claim is released by the deletion of its holder, and a new
+// ArtifactDeployment never claims before the existing ones.
+var onDelete = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}

@@ -1,0 +1,164 @@
+package fluxdeployer
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+)
+
+// testTargetNameConflict (issue 9, finding 9): reusable artifacts get the same name in every namespace, so with a
+// configured targetNamespace two namespaces' ArtifactDeployments would share one Helm release, or one
+// Kustomization's object names, in the target. The oldest claimant deploys; the other applies nothing, says
+// TargetNameConflict with a warning, has the Flux objects it had from before suspended, and deploys once the
+// claim is released.
+func testTargetNameConflict(t *testing.T, h *harness) {
+	const (
+		older, younger = "claims-z", "claims-a" // the younger sorts first: age, not the tiebreak, decides
+		shared         = "claims-shared"
+		release        = "shop-frontend-1-0-0-claim0hash"
+	)
+	ctx := context.Background()
+	for _, ns := range []string{older, younger, shared} {
+		h.namespace(t, ns)
+	}
+	h.configMap(t, "claims", nil)
+	h.startDeployer(t, h.env.Config, "claims")
+	chart := resource("chart", "helmChart", ociAccess("ociArtifact", "registry.example.com/charts/frontend:1.0.0"))
+	bundle := resource("bundle", "kustomize", ociAccess("ociArtifact", "registry.example.com/bundles/config:1.0.0"))
+	helmAD := func(ns string) *konfidencev1.ArtifactDeployment {
+		return claimTestAD(ns, release, HelmManifestType, "claim0hash", chart)
+	}
+
+	// Before a shared target: each namespace deploys into itself, no clash.
+	first := helmAD(older)
+	h.create(t, first)
+	waitForFlux(t, h, older, release, &helmv2.HelmRelease{}, func(client.Object) error { return nil })
+	waitForNextSecond(t, h, first)
+	second := helmAD(younger)
+	h.create(t, second)
+	waitForFlux(t, h, younger, release, &helmv2.HelmRelease{}, func(client.Object) error { return nil })
+
+	t.Run("turning on a shared target namespace stops the younger release", func(t *testing.T) {
+		setConfig(t, h, "claims", map[string]string{targetNamespaceKey: shared})
+		waitForReady(t, h, second, False, konfidencev1.TargetNameConflictReason)
+		got := &konfidencev1.ArtifactDeployment{}
+		h.get(t, younger, release, got)
+		assertCondition(t, got, meta.StalledCondition, True, konfidencev1.TargetNameConflictReason)
+		if msg := conditions.GetMessage(got, meta.ReadyCondition); !strings.Contains(msg, "HelmRelease/"+release) || !strings.Contains(msg, older+"/"+release) {
+			t.Errorf("Ready message %q names neither the release nor its holder", msg)
+		}
+		waitForWarning(t, h, younger, release, konfidencev1.TargetNameConflictReason)
+		waitForFlux(t, h, younger, release, &helmv2.HelmRelease{}, func(obj client.Object) error {
+			if hr := obj.(*helmv2.HelmRelease); !hr.Spec.Suspend || hr.Spec.TargetNamespace != younger {
+				return fmt.Errorf("loser's HelmRelease: suspend %v, target %s; want suspended as it was", hr.Spec.Suspend, hr.Spec.TargetNamespace)
+			}
+			return nil
+		})
+		waitForFlux(t, h, older, release, &helmv2.HelmRelease{}, func(obj client.Object) error {
+			if hr := obj.(*helmv2.HelmRelease); hr.Spec.Suspend || hr.Spec.TargetNamespace != shared {
+				return fmt.Errorf("holder's HelmRelease: suspend %v, target %s; want it deployed to %s", hr.Spec.Suspend, hr.Spec.TargetNamespace, shared)
+			}
+			return nil
+		})
+	})
+
+	t.Run("a Kustomization name suffix is claimed like a release", func(t *testing.T) {
+		// Different names, the same suffix: -1-0-0-claim1hash.
+		holder := claimTestAD(older, "config-1-0-0-claim1hash", KustomizeManifestType, "claim1hash", bundle)
+		h.create(t, holder)
+		waitForFlux(t, h, older, holder.Name, &kustomizev1.Kustomization{}, func(client.Object) error { return nil })
+		waitForNextSecond(t, h, holder)
+		clash := claimTestAD(younger, "settings-1-0-0-claim1hash", KustomizeManifestType, "claim1hash", bundle)
+		h.create(t, clash)
+		waitForReady(t, h, clash, False, konfidencev1.TargetNameConflictReason)
+		waitForWarning(t, h, younger, clash.Name, konfidencev1.TargetNameConflictReason)
+		if err := h.env.Client.Get(ctx, client.ObjectKeyFromObject(clash), &kustomizev1.Kustomization{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a Kustomization was applied for the loser: %v", err)
+		}
+	})
+
+	t.Run("deleting the holder hands the name on", func(t *testing.T) {
+		if err := h.env.Client.Delete(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		waitForFlux(t, h, younger, release, &helmv2.HelmRelease{}, func(obj client.Object) error {
+			if hr := obj.(*helmv2.HelmRelease); hr.Spec.Suspend || hr.Spec.TargetNamespace != shared {
+				return fmt.Errorf("new holder's HelmRelease: suspend %v, target %s; want it resumed into %s", hr.Spec.Suspend, hr.Spec.TargetNamespace, shared)
+			}
+			return nil
+		})
+		waitForReady(t, h, second, Unknown, meta.ProgressingReason)
+	})
+}
+
+func claimTestAD(namespace, name, manifestType, hash string, resources ...konfidencev1.Resource) *konfidencev1.ArtifactDeployment {
+	ad := artifactDeployment(namespace, name, manifestType, resources...)
+	ad.Annotations[konfidencev1.ArtifactVersionAnnotation] = "1.0.0"
+	ad.Annotations[konfidencev1.ArtifactHashAnnotation] = hash
+	ad.Spec.Component.Version = "1.0.0"
+	return ad
+}
+
+// waitForFlux waits until the Flux object exists and check accepts it.
+func waitForFlux(t *testing.T, h *harness, namespace, name string, obj client.Object, check func(client.Object) error) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if err := h.env.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
+			return err
+		}
+		return check(obj)
+	})
+}
+
+// waitForNextSecond waits until an object created now is younger than ad: creation timestamps have seconds.
+func waitForNextSecond(t *testing.T, h *harness, ad *konfidencev1.ArtifactDeployment) {
+	t.Helper()
+	got := &konfidencev1.ArtifactDeployment{}
+	h.get(t, ad.Namespace, ad.Name, got)
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if now := metav1.Now().Rfc3339Copy(); !got.CreationTimestamp.Before(&now) {
+			return fmt.Errorf("still the second %s was created in", got.CreationTimestamp)
+		}
+		return nil
+	})
+}
+
+func setConfig(t *testing.T, h *harness, name string, data map[string]string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	h.get(t, configNamespace, name, cm)
+	cm.Data = data
+	if err := h.env.Client.Update(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitForWarning(t *testing.T, h *harness, namespace, name, reason string) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		list := &corev1.EventList{}
+		if err := h.env.Client.List(context.Background(), list, client.InNamespace(namespace)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.InvolvedObject.Name == name && e.Reason == reason && e.Type == corev1.EventTypeWarning {
+				return nil
+			}
+		}
+		return fmt.Errorf("no warning %s on %s/%s", reason, namespace, name)
+	})
+}

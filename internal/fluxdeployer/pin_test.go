@@ -1,0 +1,34 @@
+package fluxdeployer
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// TestResourceDigestPinsTheSource: a resource's recorded digest becomes the OCIRepository's ref.digest, in place
+// of the tag; an access pinning another digest is refused with DigestMismatch.
+func TestResourceDigestPinsTheSource(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("a", 64)
+	access := func(ref string) *apiextensionsv1.JSON {
+		return &apiextensionsv1.JSON{Raw: []byte(`{"type":"ociArtifact","imageReference":"` + ref + `"}`)}
+	}
+	a, err := resolveAccess(&konfidencev1.Resource{Name: "chart", Type: "helmChart", Content: access("registry.example/charts/web:1.0.0"), Digest: digest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := ociRepository(&konfidencev1.ArtifactDeployment{}, a, references{}, config{})
+	if repo.Spec.Reference.Digest != digest || repo.Spec.Reference.Tag != "" {
+		t.Errorf("OCIRepository ref = %+v, want digest %s only", repo.Spec.Reference, digest)
+	}
+	_, err = resolveAccess(&konfidencev1.Resource{Name: "chart", Type: "helmChart",
+		Content: access("registry.example/charts/web:1.0.0@sha256:" + strings.Repeat("b", 64)), Digest: digest})
+	var se *stepError
+	if !errors.As(err, &se) || se.reason != konfidencev1.DigestMismatchReason {
+		t.Errorf("conflicting digests: got %v, want %s", err, konfidencev1.DigestMismatchReason)
+	}
+}

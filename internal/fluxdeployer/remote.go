@@ -1,0 +1,128 @@
+package fluxdeployer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	fluxclient "github.com/fluxcd/pkg/runtime/client"
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// Defaults of the flags that bound remote calls and reconciles.
+const (
+	// DefaultRemoteRequestTimeout is Flux's timeout of a request to a remote cluster (KubeConfigOptions).
+	DefaultRemoteRequestTimeout = 30 * time.Second
+	// DefaultReconcileTimeout leaves room for the two requests to a remote target (Flux's priority-and-fairness
+	// ping and the Service list) and the applies to the local API server.
+	DefaultReconcileTimeout = 2 * time.Minute
+)
+
+// RemoteOptions bound what the deployer does with a remote target's kubeconfig, which a tenant writes, and how
+// long one reconcile may take, so that a target that never answers holds a worker for a bounded time only.
+type RemoteOptions struct {
+	// KubeConfig is Flux's: --insecure-kubeconfig-exec, --insecure-kubeconfig-tls, and the timeout of each
+	// request (--remote-request-timeout).
+	KubeConfig fluxclient.KubeConfigOptions
+	// ReconcileTimeout bounds the steps of one reconcile of an ArtifactDeployment (--reconcile-timeout).
+	ReconcileTimeout time.Duration
+}
+
+// BindFlags registers the flags, with Flux's names where Flux has them.
+func (o *RemoteOptions) BindFlags(fs *pflag.FlagSet) {
+	o.KubeConfig.BindFlags(fs)
+	o.KubeConfig.Timeout = new(time.Duration)
+	fs.DurationVar(o.KubeConfig.Timeout, "remote-request-timeout", DefaultRemoteRequestTimeout,
+		"timeout of each request the Flux deployer sends to a remote target's API server (0: none; --reconcile-timeout still applies)")
+	fs.DurationVar(&o.ReconcileTimeout, "reconcile-timeout", DefaultReconcileTimeout,
+		"deadline of one ArtifactDeployment reconcile; the status is written after it")
+}
+
+func (o RemoteOptions) reconcileTimeout() time.Duration {
+	if o.ReconcileTimeout <= 0 {
+		return DefaultReconcileTimeout
+	}
+	return o.ReconcileTimeout
+}
+
+func (o RemoteOptions) requestTimeout() time.Duration {
+	if o.KubeConfig.Timeout == nil {
+		return DefaultRemoteRequestTimeout
+	}
+	return *o.KubeConfig.Timeout
+}
+
+// remoteReader is a client of the remote target a kubeconfig names; source names the Secret and key for messages.
+// It knows only Services, the one kind it reads, so it asks the target no discovery.
+func (o RemoteOptions) remoteReader(ctx context.Context, kubeconfig []byte, source string, scheme *runtime.Scheme) (client.Reader, error) {
+	cfg, err := o.restConfig(ctx, kubeconfig, source)
+	if err != nil {
+		return nil, err
+	}
+	mapper := apimeta.NewDefaultRESTMapper(nil)
+	mapper.Add(corev1.SchemeGroupVersion.WithKind("Service"), apimeta.RESTScopeNamespace)
+	c, err := client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper})
+	if err != nil {
+		return nil, transient(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("client for %s: %w", source, err))
+	}
+	return c, nil
+}
+
+// restConfig reads a kubeconfig as Flux's fluxcd/pkg/runtime/client does: self-contained (no file of the
+// operator's may be named), then sanitized by its KubeConfig, which keeps only inline credentials, sets the request
+// timeout and never falls back to the operator's own configuration. Where Flux silently drops an exec entry, an
+// auth-provider or insecure-skip-tls-verify, this refuses the kubeconfig, so that the tenant learns why.
+func (o RemoteOptions) restConfig(ctx context.Context, kubeconfig []byte, source string) (*rest.Config, error) {
+	raw, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return nil, terminal(konfidencev1.DeploymentResultFailedReason, "%s: %v", source, err)
+	}
+	if err := fluxclient.ValidateKubeConfig(raw); err != nil {
+		return nil, terminal(konfidencev1.UnsafeKubeConfigReason, "%s: %v", source, err)
+	}
+	cfg, err := clientcmd.NewDefaultClientConfig(*raw, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, terminal(konfidencev1.DeploymentResultFailedReason, "%s: %v", source, err)
+	}
+	if err := o.refuseUnsafe(cfg); err != nil {
+		return nil, terminal(konfidencev1.UnsafeKubeConfigReason, "%s: %v", source, err)
+	}
+	// KubeConfig asks the target whether it has priority and fairness, with a request no timeout bounds but ctx.
+	if timeout := o.requestTimeout(); timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return fluxclient.KubeConfig(ctx, cfg, o.KubeConfig), nil
+}
+
+// refuseUnsafe refuses what would run a command or an auth plugin inside the operator, or skip TLS verification,
+// unless the operator allowed it with Flux's flag.
+func (o RemoteOptions) refuseUnsafe(cfg *rest.Config) error {
+	switch {
+	case cfg.ExecProvider != nil && !o.KubeConfig.InsecureExecProvider:
+		return fmt.Errorf("the user's exec command %q is not run (the operator allows exec with --insecure-kubeconfig-exec); embed a token or a client certificate", cfg.ExecProvider.Command)
+	case cfg.AuthProvider != nil:
+		return fmt.Errorf("the user's auth-provider %q is not supported; embed a token or a client certificate", cfg.AuthProvider.Name)
+	case cfg.Insecure && !o.KubeConfig.InsecureTLS:
+		return errors.New("insecure-skip-tls-verify is not allowed (the operator allows it with --insecure-kubeconfig-tls); give certificate-authority-data")
+	}
+	return nil
+}
+
+// isTimeout says whether err is a request that got no answer in time: the request timeout or the reconcile's
+// deadline.
+func isTimeout(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout())
+}

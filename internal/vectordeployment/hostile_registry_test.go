@@ -1,0 +1,112 @@
+package vectordeployment
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+)
+
+// TestHostileDescriptorsAreRefused: a vector whose descriptor exceeds the size limit, and one whose descriptor is
+// not JSON although its media type says so, are refused with a specific reason and a Warning event before they
+// cost the operator more than the limit (issue 9, finding 2).
+func TestHostileDescriptorsAreRefused(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	const vector = "acme.org/vectors/shop"
+	head := `{"meta":{"schemaVersion":"v2"},"component":{"name":"` + vector + `","version":"1.0.0","provider":"p","resources":[`
+	oversized := ocmtest.ComponentVersion{Name: vector, Version: "1.0.0",
+		RawDescriptor: []byte(head + strings.Repeat(`{},`, ocm.DefaultMaxDescriptorSize/3) + `{}]}}`)}
+	notJSON := ocmtest.ComponentVersion{Name: vector, Version: "1.0.0",
+		RawDescriptor: []byte("meta:\n  schemaVersion: v2\ncomponent:\n  name: " + vector + "\n  version: 1.0.0\n")}
+	reg.Push(t, "oversized", oversized)
+	reg.Push(t, "not-json", notJSON)
+	startManager(t, managerOptions{})
+
+	for _, tc := range []struct {
+		subPath   string
+		reason    ocm.Reason
+		permanent bool
+	}{
+		{"oversized", ocm.ReasonBlobTooLarge, false},
+		{"not-json", ocm.ReasonDescriptorInvalid, true},
+	} {
+		t.Run(tc.subPath, func(t *testing.T) {
+			ns := newNamespace(t)
+			vd := createVectorDeployment(t, ns, "shop", reg.Ref(tc.subPath, vector, "1.0.0"))
+			vd = waitForCondition(t, vd, konfidencev1.VectorDownloadedCondition, metav1.ConditionFalse, string(tc.reason))
+			if conditions.IsReady(vd) || conditions.IsStalled(vd) != tc.permanent {
+				t.Errorf("conditions %+v", vd.Status.Conditions)
+			}
+			waitForEvent(t, ns, vd.Name, string(tc.reason))
+			if ads := listADs(t, ns); len(ads) != 0 {
+				t.Errorf("created %v", keys(ads))
+			}
+		})
+	}
+}
+
+// TestRegistryAllowList: with --allowed-registries, a VectorDeployment naming another registry is Stalled with
+// RegistryNotAllowed and an event, and that registry is never asked (issue 9, finding 11).
+func TestRegistryAllowList(t *testing.T) {
+	allowed, other := ocmtest.NewRegistry(t), ocmtest.NewRegistry(t)
+	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
+	pushVector(t, allowed, "acme.org/vectors/shop", app)
+	otherVector := pushVector(t, other, "acme.org/vectors/shop", app)
+	published := other.Requests()
+	startManager(t, managerOptions{resolver: ocm.NewClient(ocm.Options{AllowedHosts: []string{allowed.Host}})})
+
+	ns := newNamespace(t)
+	vd := createVectorDeployment(t, ns, "shop", otherVector)
+	vd = waitForCondition(t, vd, konfidencev1.StalledCondition, metav1.ConditionTrue, string(ocm.ReasonRegistryNotAllowed))
+	waitForEvent(t, ns, vd.Name, string(ocm.ReasonRegistryNotAllowed), other.Host)
+	if n := other.Requests() - published; n != 0 {
+		t.Errorf("the registry not allowed received %d requests", n)
+	}
+}
+
+// TestHangingRegistryDoesNotStarveOthers: VectorDeployments of a registry that accepts requests and never answers
+// occupy at most --registry-host-concurrency of the reconciler's workers; a vector of another registry still
+// resolves, and the VectorDeployments waiting for the hanging one say RegistryBusy (issue 9, finding 11). Without
+// the limit, the hanging reads held both workers for the client's timeout of a minute.
+func TestHangingRegistryDoesNotStarveOthers(t *testing.T) {
+	hanging, healthy := ocmtest.NewRegistry(t), ocmtest.NewRegistry(t)
+	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
+	hangingVector := pushVector(t, hanging, "acme.org/vectors/shop", app)
+	healthyVector := pushVector(t, healthy, "acme.org/vectors/shop", app)
+	hanging.Hang()
+	published := hanging.Requests()
+	// Two workers (startManager's), one of them for the hanging registry.
+	startManager(t, managerOptions{resolver: ocm.NewClient(ocm.Options{HostConcurrency: 1, HostWait: time.Second})})
+
+	ns := newNamespace(t)
+	var stuck []*konfidencev1.VectorDeployment
+	for _, name := range []string{"hang-a", "hang-b", "hang-c"} {
+		stuck = append(stuck, createVectorDeployment(t, ns, name, hangingVector))
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if hanging.Requests() == published {
+			return errors.New("no read of the hanging registry yet")
+		}
+		return nil
+	})
+	vd := createVectorDeployment(t, ns, "healthy", healthyVector)
+	waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, "Succeeded")
+
+	testenv.Eventually(t, 30*time.Second, func() error {
+		for _, s := range stuck {
+			if conditions.GetReason(getVD(t, s), konfidencev1.ReadyCondition) == string(ocm.ReasonRegistryBusy) &&
+				len(eventMessages(t, ns, s.Name, string(ocm.ReasonRegistryBusy))) > 0 {
+				return nil
+			}
+		}
+		return errors.New("no VectorDeployment of the hanging registry says RegistryBusy, with an event")
+	})
+}

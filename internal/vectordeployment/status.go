@@ -140,7 +140,6 @@ func (r *Reconciler) eventOwnership(vd *konfidencev1.VectorDeployment, slots map
 	}
 }
 
-
 func collisionCountOfSlot(vd *konfidencev1.VectorDeployment, component string) int32 {
 	return ptr.Deref(vd.Status.ResultingArtifactDeployments[component].CollisionCount, 0)
 }

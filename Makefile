@@ -72,6 +72,18 @@ fuzz: ## A short run of every fuzz target.
 bench: ## Benchmarks of the naming core (compare runs with benchstat).
 	go test ./pkg/... ./internal/vectordeployment/naming -run '^$$' -bench . -benchmem -count 10
 
+# Scale benchmarks of issue 12 (docs/performance.md): a real kube-apiserver and the in-process registry; each
+# iteration takes minutes, so they run once (-benchtime=1x). Save the output for the plot script.
+BENCH_SCALE := go test ./internal/bench -run '^$$' -benchtime=1x -timeout 90m
+
+.PHONY: bench-e2e
+bench-e2e: ## Convergence: the API server's floor, then the operator, at 100x10 and 300x10 (BENCH_CONCURRENT sets the workers).
+	$(BENCH_SCALE) -bench 'BenchmarkConverge/(100|300)x10$$'
+
+.PHONY: bench-memory
+bench-memory: ## Memory: the operator binary's peak RSS and heap with 10,000 ArtifactDeployments and 20,000 Flux objects.
+	$(BENCH_SCALE) -bench 'BenchmarkMemory/1000x10$$'
+
 .PHONY: collisions
 collisions: ## Collision statistics of the name hash (docs/data/collisions.*) and the 2,000-artifact collision storm on a real API server.
 	@mkdir -p docs/data

@@ -72,3 +72,15 @@ const (
 	// DeploymentResultLabel marks an object whose details are reported as a deployment result.
 	DeploymentResultLabel = "konfidence.cloud/deployment-result"
 )
+
+// The size limit of a vector (issue 12).
+const (
+	// MaxArtifactsPerVector is the largest number of artifacts one VectorDeployment deploys. Its status holds an
+	// entry per artifact (about 150 bytes, plus about 200 per deployment result) and the API server stores an
+	// object of at most 1.5 MiB (etcd's request limit): 1,000 artifacts leave room for several results each.
+	// docs/performance.md ("Large vectors") has the measurement.
+	MaxArtifactsPerVector = 1000
+	// VectorTooLargeReason: the vector references more than MaxArtifactsPerVector artifacts; nothing is deployed
+	// for it.
+	VectorTooLargeReason = "VectorTooLarge"
+)

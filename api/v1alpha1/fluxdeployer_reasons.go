@@ -29,8 +29,6 @@ const (
 	// DeploymentResultFailedReason: the Services of a deployment could not be read (e.g. an unreachable target).
 	DeploymentResultFailedReason = "DeploymentResultFailed"
 
-	// FluxObjectCreatedReason is the event reason for a Flux object the deployer created.
-	FluxObjectCreatedReason = "FluxObjectCreated"
 	// FluxObjectUpdatedReason is the event reason for a Flux object the deployer changed.
 	FluxObjectUpdatedReason = "FluxObjectUpdated"
 )

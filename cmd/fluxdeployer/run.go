@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -223,9 +222,5 @@ func (o runOptions) cacheOptions() (cache.Options, error) {
 	if err != nil {
 		return cache.Options{}, err
 	}
-	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{&konfidencev1.VectorDeployment{}: {Label: selector}}}
-	if watchNamespace != "" {
-		opts.DefaultNamespaces = map[string]cache.Config{watchNamespace: {}}
-	}
-	return opts, nil
+	return operating.CacheOptions(selector, watchNamespace), nil
 }

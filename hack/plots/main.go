@@ -4,7 +4,7 @@
 //     server's floor (a tight client loop), from `go test -bench` lines reporting the metrics artifacts,
 //     operator-s and floor-s (data/bench-converge.txt);
 //   - rss.png: peak RSS against the number of ArtifactDeployments, from lines reporting rss-MiB and
-//     artifactdeployments (or ads) (data/bench-memory.txt);
+//     artifacts (ArtifactDeployments; also artifactdeployments or ads) (data/bench-memory.txt);
 //   - collisions.png: names until the first collision, observed with the real hash cut short against the birthday
 //     formula, from hack/collisions -csv (data/collisions.csv).
 //
@@ -163,7 +163,7 @@ func drawRSS(input, output string) error {
 	if err != nil {
 		return err
 	}
-	xys := series(lines, []string{"artifactdeployments", "ArtifactDeployments", "ads"}, "rss-MiB")
+	xys := series(lines, []string{"artifactdeployments", "ArtifactDeployments", "ads", "artifacts"}, "rss-MiB")
 	if len(xys) == 0 {
 		return fmt.Errorf("no line of %s reports rss-MiB with artifactdeployments", input)
 	}

@@ -79,3 +79,6 @@ func (p *Process) Stop() {
 		<-p.exited
 	}
 }
+
+// PID is the process's id, e.g. to read its /proc/PID/status.
+func (p *Process) PID() int { return p.cmd.Process.Pid }

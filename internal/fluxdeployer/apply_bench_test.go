@@ -72,7 +72,7 @@ func BenchmarkSteadyStateApply(b *testing.B) {
 	}
 	desired := make([]*unstructured.Unstructured, len(objects))
 	for i, obj := range objects {
-		if _, err := r.apply(ctx, obj); err != nil {
+		if _, _, err := r.apply(ctx, obj); err != nil {
 			b.Fatal(err)
 		}
 		if desired[i], err = applyConfiguration(obj); err != nil {
@@ -107,7 +107,7 @@ func BenchmarkSteadyStateApply(b *testing.B) {
 	}
 	b.Run("fluxdeployer", func(b *testing.B) {
 		perObject(b, func(i int) bool {
-			outcome, err := r.apply(ctx, objects[i])
+			outcome, _, err := r.apply(ctx, objects[i])
 			return err == nil && outcome == unchanged
 		})
 	})

@@ -44,7 +44,7 @@ type fluxKinds struct {
 // ArtifactDeployment: the owned objects by their controller reference, the HelmChart helm-controller creates by
 // its labels.
 func (r *Reconciler) watchedFluxKinds(mgr ctrl.Manager) map[schema.GroupVersionKind]fluxWatch {
-	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &konfidencev1.ArtifactDeployment{}, handler.OnlyControllerOwner())
+	owner := ignoreCreate{handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &konfidencev1.ArtifactDeployment{}, handler.OnlyControllerOwner())}
 	watches := map[schema.GroupVersionKind]fluxWatch{}
 	for _, w := range []fluxWatch{
 		{&sourcev1.HelmRepository{}, owner},

@@ -115,6 +115,23 @@ func testEndToEnd(t *testing.T, h *harness) {
 		if _, err := r.Reconcile(ctx, req); err != nil {
 			t.Fatal(err)
 		}
+		// The second reconcile reads what the first wrote from the cache: it must have arrived there (a status
+		// computed from a stale read is written again, however equal to the stored one).
+		testenv.Eventually(t, 30*time.Second, func() error {
+			for _, obj := range []client.Object{&konfidencev1.ArtifactDeployment{}, &helmv2.HelmRelease{}} {
+				stored, cached := obj.DeepCopyObject().(client.Object), obj
+				if err := h.env.Client.Get(ctx, req.NamespacedName, stored); err != nil {
+					return err
+				}
+				if err := r.client.Get(ctx, req.NamespacedName, cached); err != nil {
+					return err
+				}
+				if stored.GetResourceVersion() != cached.GetResourceVersion() {
+					return fmt.Errorf("cache holds %T %s at resourceVersion %s, the API server %s", obj, req.Name, cached.GetResourceVersion(), stored.GetResourceVersion())
+				}
+			}
+			return nil
+		})
 		counter.Take()
 		if _, err := r.Reconcile(ctx, req); err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -159,9 +160,10 @@ func (o *Options) narrowCache(mgr ctrl.Manager, watchNamespace string) (cache.Ca
 		services.Namespaces = map[string]cache.Config{watchNamespace: {}}
 	}
 	narrow, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient: mgr.GetHTTPClient(),
-		Scheme:     mgr.GetScheme(),
-		Mapper:     mgr.GetRESTMapper(),
+		HTTPClient:       mgr.GetHTTPClient(),
+		Scheme:           mgr.GetScheme(),
+		Mapper:           mgr.GetRESTMapper(),
+		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.ConfigMap{}: {
 				Namespaces: map[string]cache.Config{o.ConfigNamespace: {}},
@@ -218,4 +220,13 @@ func (r *Reconciler) artifactDeployments(ctx context.Context, opts ...client.Lis
 		}
 	}
 	return reqs
+}
+
+// ignoreCreate passes on every event of a Flux object the deployer owns but its creation: only the deployer
+// creates them, in a reconcile that reports them from the apply's answer, and on start every ArtifactDeployment is
+// reconciled anyway. Requeueing would reconcile each new ArtifactDeployment once more per object for nothing
+// (issue 12).
+type ignoreCreate struct{ handler.EventHandler }
+
+func (ignoreCreate) Create(context.Context, event.CreateEvent, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 }

@@ -101,35 +101,29 @@ func (r *Reconciler) view(ctx context.Context, kind string, key types.Namespaced
 	return v, nil
 }
 
-// observeFlux copies Flux's view of the rollout into ArtifactFetched, ArtifactDeployed and AppHealthy.
+// observeFlux copies Flux's view of the rollout into ArtifactFetched, ArtifactDeployed and AppHealthy, from the
+// Flux objects as applied (the source and the deployment, in build's order):
 //   - fetched: the OCIRepository, or the HelmChart helm-controller creates for chart.spec (named
-//     <namespace>-<name>, in the HelmRepository's namespace) since an OCI HelmRepository has no status;
+//     <namespace>-<name>, in the HelmRepository's namespace, read from the cache) since an OCI HelmRepository has
+//     no status;
 //   - deployed: the Kustomization or HelmRelease Ready;
 //   - healthy: Kustomization Healthy (absent without wait: then Ready says it all), HelmRelease Released.
 //
 // It returns a Stalled condition when a Flux object reports one.
-func (r *Reconciler) observeFlux(ctx context.Context, ad *konfidencev1.ArtifactDeployment, helmChartSource bool) (*metav1.Condition, error) {
+func (r *Reconciler) observeFlux(ctx context.Context, ad *konfidencev1.ArtifactDeployment, applied []fluxObject) (*metav1.Condition, error) {
 	key := types.NamespacedName{Namespace: ad.Namespace, Name: ad.Name}
-	var source, deployment fluxView
-	var err error
-	if helmChartSource {
+	source := fluxView{kind: sourcev1.OCIRepositoryKind, key: key, obj: applied[0]}
+	if _, helmChartSource := applied[0].(*sourcev1.HelmRepository); helmChartSource {
 		chartKey := types.NamespacedName{Namespace: ad.Namespace, Name: ad.Namespace + "-" + ad.Name}
-		source, err = r.view(ctx, sourcev1.HelmChartKind, chartKey, &sourcev1.HelmChart{})
-	} else {
-		source, err = r.view(ctx, sourcev1.OCIRepositoryKind, key, &sourcev1.OCIRepository{})
+		var err error
+		if source, err = r.view(ctx, sourcev1.HelmChartKind, chartKey, &sourcev1.HelmChart{}); err != nil {
+			return nil, err
+		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	healthy := meta.HealthyCondition
+	deployment := fluxView{kind: helmv2.HelmReleaseKind, key: key, obj: applied[1]}
+	healthy := helmv2.ReleasedCondition
 	if ad.Spec.Manifest.Type == KustomizeManifestType {
-		deployment, err = r.view(ctx, kustomizev1.KustomizationKind, key, &kustomizev1.Kustomization{})
-	} else {
-		deployment, err = r.view(ctx, helmv2.HelmReleaseKind, key, &helmv2.HelmRelease{})
-		healthy = helmv2.ReleasedCondition
-	}
-	if err != nil {
-		return nil, err
+		deployment.kind, healthy = kustomizev1.KustomizationKind, meta.HealthyCondition
 	}
 
 	source.mirror(ad, konfidencev1.ArtifactFetchedCondition, meta.ReadyCondition)

@@ -10,7 +10,6 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"github.com/fluxcd/pkg/runtime/patch"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -66,10 +65,10 @@ func (r *Reconciler) teardown(ctx context.Context, ad *konfidencev1.ArtifactDepl
 		return ctrl.Result{}, r.removeFinalizer(ctx, ad)
 	}
 	msg := fmt.Sprintf("waiting for %s to be gone (uninstall or prune; at most %s)", strings.Join(remaining, ", "), timeout)
-	patcher := patch.NewSerialPatcher(ad, r.client)
+	original := ad.DeepCopy()
 	conditions.MarkFalse(ad, meta.ReadyCondition, konfidencev1.TearingDownReason, "%s", msg)
 	conditions.MarkReconciling(ad, konfidencev1.TearingDownReason, "%s", msg)
-	if err := patcher.Patch(ctx, ad, patch.WithOwnedConditions{Conditions: ownedConditions}, patch.WithFieldOwner(FieldManager)); err != nil {
+	if err := r.finalizeStatus(ctx, original, ad); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	// The Owns watches requeue ad when a Flux object goes; this requeue is for the time limit.

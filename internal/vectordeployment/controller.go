@@ -18,9 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
@@ -47,6 +45,8 @@ type Reconciler struct {
 
 	// hashLength is naming.HashLength; tests shorten it so that names collide on their own.
 	hashLength int
+	// maxArtifacts is konfidencev1.MaxArtifactsPerVector; tests lower it so that a small vector exceeds it.
+	maxArtifacts int
 }
 
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments,verbs=get;list;watch;patch
@@ -157,6 +157,9 @@ type Options struct {
 	requireSignatures          bool
 	signatureKeys              string
 	requiredSignatures         []string
+	// Resolver reads the vectors; nil builds an OCM client from the flags. Tests and benchmarks pass one so that
+	// several managers share its cache, as one process shares it across restarts of its manager.
+	Resolver *ocm.Client
 }
 
 // BindFlags registers the reconciler's flags.
@@ -204,20 +207,25 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 	if err != nil {
 		return err
 	}
-	r := &Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Source: ocmSource{resolver: ocm.NewClient(ocm.Options{
+	resolver := o.Resolver
+	if resolver == nil {
+		resolver = ocm.NewClient(ocm.Options{
 			InsecureCredentialHosts: o.insecureRegistryCredsHosts,
 			AllowedHosts:            o.allowedRegistries,
 			HostConcurrency:         o.registryHostConcurrency,
-		})},
+		})
+	}
+	r := &Reconciler{
+		Client:            mgr.GetClient(),
+		APIReader:         mgr.GetAPIReader(),
+		Source:            ocmSource{resolver: resolver},
 		Credentials:       RegistryCredentials{Secrets: secrets, Hosts: o.registrySecretsHosts},
 		Recorder:          recorder,
 		Metrics:           shared.ReconcileMetrics(mgr, "VectorDeployment"),
 		RequeueDependency: shared.RequeueDependency,
 		TrustDefault:      trust,
 		hashLength:        naming.HashLength,
+		maxArtifacts:      konfidencev1.MaxArtifactsPerVector,
 	}
 	return r.setupWithManager(mgr, shared.ControllerOptions())
 }
@@ -227,6 +235,9 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 const componentIndex = "metadata.annotations." + konfidencev1.ArtifactComponentAnnotation
 
 func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if err := indexIdentity(mgr); err != nil {
+		return err
+	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &konfidencev1.ArtifactDeployment{}, componentIndex,
 		func(obj client.Object) []string {
 			return []string{obj.GetAnnotations()[konfidencev1.ArtifactComponentAnnotation]}
@@ -236,19 +247,7 @@ func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts controller.Options)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&konfidencev1.VectorDeployment{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).
-		// Every owner, not just the controller: a reusable ArtifactDeployment's readiness matters to each
-		// VectorDeployment that shares it.
-		Watches(&konfidencev1.ArtifactDeployment{}, handler.EnqueueRequestsFromMapFunc(owningVectorDeployments)).
+		Watches(&konfidencev1.ArtifactDeployment{}, artifactDeploymentChanges()).
 		WithOptions(opts).
 		Complete(r)
-}
-
-func owningVectorDeployments(_ context.Context, obj client.Object) []reconcile.Request {
-	var requests []reconcile.Request
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.Kind == "VectorDeployment" && ref.APIVersion == konfidencev1.GroupVersion.String() {
-			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: ref.Name}})
-		}
-	}
-	return requests
 }

@@ -47,6 +47,8 @@ type managerOptions struct {
 	requests *testenv.RequestRecorder
 	// requeueDependency is the reconciler's RequeueDependency.
 	requeueDependency time.Duration
+	// maxArtifacts is the reconciler's maxArtifacts; zero means konfidencev1.MaxArtifactsPerVector.
+	maxArtifacts int
 	// credentials are the reconciler's registry credentials.
 	credentials RegistryCredentials
 	// trust is the reconciler's operator-wide verification policy.
@@ -62,6 +64,9 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 	}
 	if o.resolver == nil {
 		o.resolver = ocm.NewClient(ocm.Options{})
+	}
+	if o.maxArtifacts == 0 {
+		o.maxArtifacts = konfidencev1.MaxArtifactsPerVector
 	}
 	cfg := env.Config
 	if o.requests != nil {
@@ -82,6 +87,7 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 		Credentials:       o.credentials,
 		Recorder:          recorder,
 		hashLength:        o.hashLength,
+		maxArtifacts:      o.maxArtifacts,
 		RequeueDependency: o.requeueDependency,
 		TrustDefault:      o.trust,
 	}

@@ -38,6 +38,12 @@ func (r *Reconciler) resolve(ctx context.Context, vd *konfidencev1.VectorDeploym
 		}
 		return nil, err
 	}
+	if len(artifacts) > r.maxArtifacts {
+		// Refused before any ArtifactDeployment is created: its status could outgrow what the API server stores.
+		r.fail(vd, konfidencev1.VectorTooLargeReason, true, fmt.Sprintf("vector %s has %d artifacts, more than the %d one VectorDeployment deploys",
+			vd.Spec.Vector, len(artifacts), r.maxArtifacts))
+		return nil, nil
+	}
 	if msg := repeatedComponents(artifacts); msg != "" {
 		r.fail(vd, konfidencev1.MultipleComponentVersionsReason, true, fmt.Sprintf("vector %s: %s", vd.Spec.Vector, msg))
 		return nil, nil
@@ -109,7 +115,29 @@ func (r *Reconciler) syncArtifacts(ctx context.Context, vd *konfidencev1.VectorD
 			slots[ra.Artifact.Component] = slot
 		}
 	}
+	r.eventOwnership(vd, slots)
 	return slots, kerrors.NewAggregate(errs)
+}
+
+// eventOwnership records one event for the ArtifactDeployments this reconcile created and one for those it
+// adopted, rather than one per ArtifactDeployment (issue 12: at most one event per artifact, and those for what a
+// person may act on).
+func (r *Reconciler) eventOwnership(vd *konfidencev1.VectorDeployment, slots map[string]slotResult) {
+	var made, adopted []string
+	for _, slot := range slots {
+		switch {
+		case slot.outcome == created:
+			made = append(made, slot.described)
+		case slot.adoptedNow:
+			adopted = append(adopted, slot.described)
+		}
+	}
+	if len(made) > 0 {
+		r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentCreated", "Created %d ArtifactDeployments: %s", len(made), joinBounded(sorted(made), "; "))
+	}
+	if len(adopted) > 0 {
+		r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentAdopted", "Adopted %d ArtifactDeployments: %s", len(adopted), joinBounded(sorted(adopted), "; "))
+	}
 }
 
 func collisionCountOfSlot(vd *konfidencev1.VectorDeployment, component string) int32 {
@@ -169,7 +197,7 @@ func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []Re
 
 	switch {
 	case len(limited) > 0:
-		msg := fmt.Sprintf("gave up after %d collision salts: %s", konfidencev1.MaxCollisionCount, strings.Join(sorted(limited), "; "))
+		msg := fmt.Sprintf("gave up after %d collision salts: %s", konfidencev1.MaxCollisionCount, joinBounded(sorted(limited), "; "))
 		conditions.MarkFalse(vd, konfidencev1.ArtifactDeploymentsCreatedCondition, konfidencev1.HashCollisionLimitExceededReason, "%s", msg)
 		if !conditions.IsStalled(vd) || conditions.GetReason(vd, konfidencev1.StalledCondition) != konfidencev1.HashCollisionLimitExceededReason {
 			collisionsLimitExceeded.Inc()
@@ -278,7 +306,7 @@ func (w *waitingArtifacts) summary(total int) (reason, msg string) {
 			reason = c.Reason
 		}
 	}
-	return reason, fmt.Sprintf("%d/%d artifacts ready; waiting for %s", total-len(w.names), total, strings.Join(parts, "; "))
+	return reason, fmt.Sprintf("%d/%d artifacts ready; waiting for %s", total-len(w.names), total, joinBounded(parts, "; "))
 }
 
 // isProgressing tells the reasons of work under way from those of a failure.
@@ -298,7 +326,7 @@ func artifactFailures(artifacts []ResolvedArtifact) (reason, msg string) {
 		}
 		msgs = append(msgs, failureMessage(a))
 	}
-	return reason, strings.Join(msgs, "; ")
+	return reason, joinBounded(msgs, "; ")
 }
 
 func failureMessage(a ResolvedArtifact) string { return fmt.Sprintf("%s: %v", a.Ref, a.Err) }

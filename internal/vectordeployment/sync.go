@@ -41,6 +41,10 @@ type slotResult struct {
 	deployment *konfidencev1.ArtifactDeployment
 	// message explains a collision.
 	message string
+	// described names the ArtifactDeployment and its identity, for the event of a creation or adoption.
+	described string
+	// adoptedNow: adopt made vd an owner in this reconcile.
+	adoptedNow bool
 }
 
 // syncArtifact makes sure an artifact has its ArtifactDeployment and that vd owns it.
@@ -76,9 +80,8 @@ func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDe
 	switch {
 	case err == nil:
 		creations.Inc()
-		r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentCreated", "Created ArtifactDeployment %s for %s", name, id)
 		log.FromContext(ctx).Info("created ArtifactDeployment", "artifactDeployment", name, "component", id.component, "version", id.version)
-		return slotResult{outcome: created, name: name, collisionCount: collisionCount, deployment: desired}, nil
+		return slotResult{outcome: created, name: name, collisionCount: collisionCount, deployment: desired, described: describe(name, id)}, nil
 	case apierrors.IsInvalid(err):
 		// A rule of the CRD checkLimits does not know (yet): retrying the same object cannot succeed either.
 		return slotResult{}, refuse(konfidencev1.ArtifactLimitsExceededReason, "the API server refused ArtifactDeployment %s for %s: %v", name, id, err)
@@ -127,7 +130,7 @@ func (r *Reconciler) counterMovedOn(ctx context.Context, vd *konfidencev1.Vector
 // Should there be several (only a bug could make them), the least salted one wins, so every reconciler picks the
 // same.
 func (r *Reconciler) findByIdentity(ctx context.Context, namespace string, id identity) (*konfidencev1.ArtifactDeployment, error) {
-	found, err := r.listByIdentity(ctx, id, client.InNamespace(namespace), client.MatchingLabels{konfidencev1.ArtifactIdentityLabel: id.label()})
+	found, err := r.listByIdentity(ctx, id, client.InNamespace(namespace), client.MatchingFields{identityIndex: id.label()})
 	if err == nil && len(found) == 0 {
 		found, err = r.listByIdentity(ctx, id, client.InNamespace(namespace), client.MatchingFields{componentIndex: id.component})
 	}
@@ -196,10 +199,12 @@ func (r *Reconciler) adopt(ctx context.Context, vd *konfidencev1.VectorDeploymen
 		return result, nil
 	}
 	adoptions.Inc()
-	r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentAdopted", "Adopted ArtifactDeployment %s for %s", ad.Name, id)
 	log.FromContext(ctx).Info("adopted ArtifactDeployment", "artifactDeployment", ad.Name, "component", id.component, "version", id.version)
+	result.adoptedNow, result.described = true, describe(ad.Name, id)
 	return result, nil
 }
+
+func describe(name string, id identity) string { return fmt.Sprintf("%s for %s", name, id) }
 
 // setOwner makes vd an owner of ad: the controller of a non-reusable ArtifactDeployment, one of several
 // non-controlling owners of a reusable one, so Kubernetes garbage collection removes a shared ArtifactDeployment

@@ -1,0 +1,132 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+)
+
+// convergeTimeout bounds one phase of a convergence benchmark; the machines this runs on are shared and slow.
+const convergeTimeout = 20 * time.Minute
+
+// BenchmarkConverge measures, on one kube-apiserver, first the floor (floorWorkers client workers creating every
+// ArtifactDeployment, HelmRepository and HelmRelease of the landscape), then the operator converging the same
+// landscape from scratch: its VectorDeployments are created and the operator runs until every ArtifactDeployment
+// and Flux object exists, every ArtifactDeployment has reported its status and every VectorDeployment reports
+// theirs. No Flux controller runs, so no ArtifactDeployment becomes Ready: what is timed is the operator's own
+// work. ns/op is the operator's time; the metrics are described in docs/performance.md. Run with -benchtime=1x.
+func BenchmarkConverge(b *testing.B) {
+	for _, l := range []landscape{{10, 10, 10}, {100, 10, 10}, {300, 10, 10}} {
+		b.Run(l.String(), func(b *testing.B) { benchmarkConverge(b, l) })
+	}
+}
+
+func benchmarkConverge(b *testing.B, l landscape) {
+	env := testenv.Start(b, controlplane.FluxCRDDirs()...)
+	reg := ocmtest.NewRegistry(b)
+	vectors := l.publish(b, reg)
+	ctx := context.Background()
+	for b.Loop() {
+		b.StopTimer()
+		floorNS := namespace(b, env, "floor-")
+		w := watch(b, env, floorNS)
+		start := time.Now()
+		if err := floor(ctx, env.Client, floorNS, l, vectors); err != nil {
+			b.Fatal(err)
+		}
+		floorTime := w.waitFor(b, start, convergeTimeout, l.artifacts, floorDone(l.total()))
+		w.stop()
+		deleteAll(b, env, floorNS)
+
+		ns := namespace(b, env, "operator-")
+		w = watch(b, env, ns)
+		registryBefore := reg.Requests()
+		b.StartTimer()
+		start = time.Now()
+		resolver := ocm.NewClient(ocm.Options{})
+		op := startOperator(b, env, resolver, concurrency())
+		for i := range l.vectorDeployments {
+			testenv.CreateVectorDeployment(b, env.Client, ns, fmt.Sprintf("vd-%d", i), vectorOf(vectors, i).ref)
+		}
+		operatorTime := w.waitFor(b, start, convergeTimeout, l.artifacts, operatorDone(l))
+		b.StopTimer()
+		op.stop()
+		w.stop()
+		b.Logf("%s: floor %s, operator %s", l, floorTime, operatorTime)
+
+		b.ReportMetric(float64(l.total()), "artifacts")
+		b.ReportMetric(floorTime.Seconds(), "floor-s")
+		b.ReportMetric(operatorTime.Seconds(), "operator-s")
+		b.ReportMetric(operatorTime.Seconds()/floorTime.Seconds(), "ratio")
+		countRequests(op.requests.Take()).report(b, l.total())
+		b.ReportMetric(float64(reg.Requests()-registryBefore)/float64(l.total()), "registry-requests/artifact")
+		b.ReportMetric(statusBytes(b, env, ns)/float64(l.total()), "vd-status-B/artifact")
+		steady := steadyState(b, env, reg, l, resolver, ns)
+		b.ReportMetric(float64(steady.writes+steady.events), "steady-writes")
+		b.ReportMetric(float64(steady.registry), "steady-registry-requests")
+		deleteAll(b, env, ns)
+		b.StartTimer()
+	}
+}
+
+// concurrency is the workers per reconciler: BENCH_CONCURRENT, else the binary's default.
+func concurrency() int {
+	var n int
+	if _, err := fmt.Sscan(os.Getenv("BENCH_CONCURRENT"), &n); err == nil && n > 0 {
+		return n
+	}
+	return 4
+}
+
+func namespace(t testing.TB, env *testenv.Env, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// deleteAll removes what a phase created, so that the next phase's operator does not find it: no namespace
+// controller runs here to empty a deleted namespace.
+func deleteAll(t testing.TB, env *testenv.Env, namespace string) {
+	t.Helper()
+	for _, obj := range []client.Object{&konfidencev1.VectorDeployment{}, &konfidencev1.ArtifactDeployment{}, &sourcev1.HelmRepository{}, &helmv2.HelmRelease{}} {
+		if err := env.Client.DeleteAllOf(context.Background(), obj, client.InNamespace(namespace)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// statusBytes is the size of the VectorDeployments' status in the namespace, as JSON.
+func statusBytes(t testing.TB, env *testenv.Env, namespace string) float64 {
+	t.Helper()
+	list := &konfidencev1.VectorDeploymentList{}
+	if err := env.Client.List(context.Background(), list, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for i := range list.Items {
+		data, err := json.Marshal(list.Items[i].Status)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(data)
+	}
+	return float64(n)
+}

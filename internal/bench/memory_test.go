@@ -1,0 +1,126 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+)
+
+// BenchmarkMemory measures the operator binary, run as a process, on a landscape of ArtifactDeployments: the
+// benchmark creates them (floorWorkers client workers, as the VectorDeployment reconciler would have; no
+// VectorDeployment exists, so the VectorDeployment reconciler only caches them), then starts `fluxdeployer run`,
+// which creates the two Flux objects of each and reports its status. Once every ArtifactDeployment has reported,
+// it reports the process's peak RSS (VmHWM of /proc/PID/status), its RSS then, and the Go heap in use (from the
+// binary's metrics endpoint) per ArtifactDeployment. Run with -benchtime=1x.
+func BenchmarkMemory(b *testing.B) {
+	for _, l := range []landscape{{100, 10, 10}, {1000, 10, 10}} {
+		b.Run(l.String(), func(b *testing.B) { benchmarkMemory(b, l) })
+	}
+}
+
+func benchmarkMemory(b *testing.B, l landscape) {
+	env := testenv.Start(b, controlplane.FluxCRDDirs()...)
+	bin, err := controlplane.BuildFluxdeployer(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	kubeconfig, err := controlplane.WriteKubeconfig(b.TempDir(), "admin.kubeconfig", env.Kubeconfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := ocmtest.NewRegistry(b)
+	vectors := l.publish(b, reg)
+	for b.Loop() {
+		ns := namespace(b, env, "memory-")
+		w := watch(b, env, ns)
+		if err := createLandscape(context.Background(), env.Client, ns, l, vectors, false); err != nil {
+			b.Fatal(err)
+		}
+		metricsAddr := testenv.FreeAddr(b)
+		p, err := controlplane.StartProcess(kubeconfig, []string{"RUNTIME_NAMESPACE=fluxdeployer-system"}, bin, "run",
+			"--metrics-addr="+metricsAddr, "--health-addr="+testenv.FreeAddr(b), "--log-level=error")
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		took := w.waitFor(b, start, 2*convergeTimeout, l.artifacts, func(s state) error {
+			select {
+			case <-p.Exited():
+				return fmt.Errorf("fluxdeployer exited: %s", p.Tail(20))
+			default:
+			}
+			if s.reported < l.total() || s.helmRepositories < l.total() || s.helmReleases < l.total() {
+				return fmt.Errorf("%d/%d ArtifactDeployments reported, %d HelmRepositories, %d HelmReleases", s.reported, l.total(), s.helmRepositories, s.helmReleases)
+			}
+			return nil
+		})
+		status := procStatus(b, p.PID())
+		heap := scrape(b, metricsAddr, "go_memstats_heap_inuse_bytes")
+		p.Stop()
+		w.stop()
+
+		b.ReportMetric(float64(l.total()), "artifacts")
+		b.ReportMetric(float64(status["VmHWM"])/1024, "rss-MiB")
+		b.ReportMetric(float64(status["VmRSS"])/1024, "rss-end-MiB")
+		b.ReportMetric(heap/float64(l.total()), "heap-B/AD")
+		b.ReportMetric(took.Seconds(), "operator-s")
+		deleteAll(b, env, ns)
+	}
+}
+
+// procStatus reads the kB figures of /proc/PID/status.
+func procStatus(t testing.TB, pid int) map[string]int64 {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	out := map[string]int64{}
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		key, value, ok := strings.Cut(s.Text(), ":")
+		if fields := strings.Fields(value); ok && len(fields) == 2 && fields[1] == "kB" {
+			if n, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
+				out[key] = n
+			}
+		}
+	}
+	return out
+}
+
+// scrape reads one unlabelled metric from the binary's Prometheus endpoint.
+func scrape(t testing.TB, addr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics") //nolint:noctx // a local endpoint of a process this benchmark runs
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(body)) {
+		if value, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			f, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no %s in the metrics of %s", name, addr)
+	return 0
+}

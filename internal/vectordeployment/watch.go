@@ -1,0 +1,104 @@
+package vectordeployment
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+)
+
+// identityIndex indexes the cached ArtifactDeployments by ArtifactIdentityLabel. Listing by label selector makes
+// the cache match every ArtifactDeployment of the namespace against it, once per artifact of every reconcile:
+// O(artifacts × ArtifactDeployments) per VectorDeployment (issue 12); the index answers from a map.
+const identityIndex = "konfidence.cloud/artifact-identity"
+
+// indexIdentity registers identityIndex with the manager's cache.
+func indexIdentity(mgr ctrl.Manager) error {
+	return mgr.GetFieldIndexer().IndexField(context.Background(), &konfidencev1.ArtifactDeployment{}, identityIndex,
+		func(obj client.Object) []string {
+			if id, ok := obj.GetLabels()[konfidencev1.ArtifactIdentityLabel]; ok {
+				return []string{id}
+			}
+			return nil
+		})
+}
+
+// artifactStatusDelay is how long a VectorDeployment waits after a change of one of its ArtifactDeployments
+// before it is reconciled: the changes of all its ArtifactDeployments within that time are reported in one
+// reconcile and one status write, instead of one each (issue 12 measured 1.2 VectorDeployment status writes per
+// artifact without it).
+const artifactStatusDelay = 2 * time.Second
+
+// artifactDeploymentChanges requeues the owners of an ArtifactDeployment when something they report or act on
+// changed: it went away, its owners changed, or its Ready condition or deployment results did. Every owner, not
+// just the controller: a reusable ArtifactDeployment's readiness matters to each VectorDeployment that shares it.
+// A creation requeues nothing: the VectorDeployment that created it knows it, and at start every VectorDeployment
+// is reconciled anyway.
+func artifactDeploymentChanges() handler.EventHandler {
+	return handler.Funcs{
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if !reportedChanged(e.ObjectOld, e.ObjectNew) {
+				return
+			}
+			for _, req := range append(owningVectorDeployments(e.ObjectOld), owningVectorDeployments(e.ObjectNew)...) {
+				q.AddAfter(req, artifactStatusDelay)
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			for _, req := range owningVectorDeployments(e.Object) {
+				q.Add(req)
+			}
+		},
+	}
+}
+
+// reportedChanged tells whether an update of an ArtifactDeployment changed what its VectorDeployments read of it.
+func reportedChanged(oldObj, newObj client.Object) bool {
+	o, okOld := oldObj.(*konfidencev1.ArtifactDeployment)
+	n, okNew := newObj.(*konfidencev1.ArtifactDeployment)
+	if !okOld || !okNew {
+		return true
+	}
+	return !o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
+		!slices.Equal(ownerUIDs(o), ownerUIDs(n)) ||
+		!sameReady(conditions.Get(o, konfidencev1.ReadyCondition), conditions.Get(n, konfidencev1.ReadyCondition)) ||
+		conditions.IsStalled(o) != conditions.IsStalled(n) ||
+		!equality.Semantic.DeepEqual(o.Status.DeploymentResult, n.Status.DeploymentResult)
+}
+
+func ownerUIDs(ad *konfidencev1.ArtifactDeployment) []string {
+	uids := make([]string, len(ad.OwnerReferences))
+	for i, ref := range ad.OwnerReferences {
+		uids[i] = string(ref.UID)
+	}
+	return uids
+}
+
+// sameReady compares what a VectorDeployment's status shows of a Ready condition.
+func sameReady(a, b *metav1.Condition) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
+}
+
+func owningVectorDeployments(obj client.Object) []reconcile.Request {
+	var requests []reconcile.Request
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.Kind == "VectorDeployment" && ref.APIVersion == konfidencev1.GroupVersion.String() {
+			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: ref.Name}})
+		}
+	}
+	return requests
+}

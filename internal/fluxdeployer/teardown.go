@@ -19,20 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/operating"
 )
 
-// addFinalizer puts the teardown finalizer on ad. The write carries ad's resourceVersion, so it cannot drop a
-// finalizer someone else added meanwhile.
+// addFinalizer puts the teardown finalizer on ad.
 func (r *Reconciler) addFinalizer(ctx context.Context, ad *konfidencev1.ArtifactDeployment) error {
-	if controllerutil.ContainsFinalizer(ad, konfidencev1.TeardownFinalizer) {
-		return nil
-	}
-	before := ad.DeepCopy()
-	controllerutil.AddFinalizer(ad, konfidencev1.TeardownFinalizer)
-	if err := r.client.Patch(ctx, ad, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldManager)); err != nil {
-		return fmt.Errorf("adding finalizer %s: %w", konfidencev1.TeardownFinalizer, err)
-	}
-	return nil
+	return operating.AddFinalizer(ctx, r.client, ad, konfidencev1.TeardownFinalizer, client.FieldOwner(FieldManager))
 }
 
 // teardown runs the finalizer of a deleted ArtifactDeployment: it deletes the Flux objects and keeps the

@@ -5,6 +5,7 @@ package operating
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 )
@@ -119,4 +121,21 @@ func CacheOptions(vdSelector labels.Selector, namespace string) cache.Options {
 		opts.DefaultNamespaces = map[string]cache.Config{namespace: {}}
 	}
 	return opts
+}
+
+// AddFinalizer puts finalizer on obj unless it is there. The patch carries obj's resourceVersion, so that it
+// cannot drop a finalizer someone else added meanwhile.
+func AddFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string, opts ...client.PatchOption) error {
+	if controllerutil.ContainsFinalizer(obj, finalizer) {
+		return nil
+	}
+	before, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return fmt.Errorf("adding finalizer %s: %T cannot be copied", finalizer, obj)
+	}
+	controllerutil.AddFinalizer(obj, finalizer)
+	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}), opts...); err != nil {
+		return fmt.Errorf("adding finalizer %s: %w", finalizer, err)
+	}
+	return nil
 }

@@ -16,19 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/operating"
 )
 
-// addFinalizer puts the teardown finalizer on vd, with an optimistic lock so no other finalizer is dropped.
+// addFinalizer puts the teardown finalizer on vd.
 func (r *Reconciler) addFinalizer(ctx context.Context, vd *konfidencev1.VectorDeployment) error {
-	if controllerutil.ContainsFinalizer(vd, konfidencev1.TeardownFinalizer) {
-		return nil
-	}
-	before := vd.DeepCopy()
-	controllerutil.AddFinalizer(vd, konfidencev1.TeardownFinalizer)
-	if err := r.Patch(ctx, vd, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("adding finalizer %s: %w", konfidencev1.TeardownFinalizer, err)
-	}
-	return nil
+	return operating.AddFinalizer(ctx, r, vd, konfidencev1.TeardownFinalizer)
 }
 
 // teardown runs the finalizer of a deleted VectorDeployment, so that `kubectl delete --wait` returns when its

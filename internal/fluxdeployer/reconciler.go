@@ -14,6 +14,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -153,7 +154,7 @@ func (r *Reconciler) observe(ctx context.Context, ad *konfidencev1.ArtifactDeplo
 		helmRelease: func() (*helmv2.HelmRelease, error) {
 			hr := &helmv2.HelmRelease{}
 			err := r.client.Get(ctx, client.ObjectKeyFromObject(ad), hr)
-			if apierrors.IsNotFound(err) {
+			if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 				return nil, nil
 			}
 			if err != nil {
@@ -186,9 +187,13 @@ func desiredObjects(ad *konfidencev1.ArtifactDeployment, cfg config, cluster obs
 		objects, err := buildKustomize(ad, a, refs, cfg)
 		return objects, refs, err
 	}
-	live, err := cluster.helmRelease()
-	if err != nil {
-		return nil, references{}, err
+	// Only a name too long for Helm (a Konfidence install taken over) takes its release name from the live
+	// HelmRelease; reading it for every other name would fail while the HelmRelease CRD is missing.
+	var live *helmv2.HelmRelease
+	if len(ad.Name) > maxReleaseNameLength {
+		if live, err = cluster.helmRelease(); err != nil {
+			return nil, references{}, err
+		}
 	}
 	release, err := releaseName(ad, live)
 	if err != nil {

@@ -55,7 +55,11 @@ func (o Options) NewEventRecorder(mgr ctrl.Manager, controllerName string) (*eve
 
 // ControllerOptions are the controller-runtime options that follow from the settings.
 func (o Options) ControllerOptions() controller.Options {
-	opts := controller.Options{MaxConcurrentReconciles: max(1, o.Concurrent)}
+	// controller-runtime v0.24's priority queue can deadlock on shutdown: its dispatcher hands an item to a
+	// worker that has stopped waiting while holding the lock the worker's Done needs, and the manager then
+	// exceeds its grace period (seen in the test managers' goroutine dumps). The plain rate-limited queue is
+	// what Flux's controllers use.
+	opts := controller.Options{MaxConcurrentReconciles: max(1, o.Concurrent), UsePriorityQueue: new(false)}
 	if o.SkipNameValidation {
 		opts.SkipNameValidation = &o.SkipNameValidation
 	}

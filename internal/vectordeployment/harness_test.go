@@ -13,16 +13,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
+
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
+
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+	"github.com/fluxdeployer/fluxdeployer/internal/operating"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
@@ -92,7 +93,7 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 		TrustDefault:      o.trust,
 	}
 	// Several managers live in one test binary, so the controller name repeats.
-	if err := r.setupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: ptr.To(true)}); err != nil {
+	if err := r.setupWithManager(mgr, operating.Options{Concurrent: 2, SkipNameValidation: true}.ControllerOptions()); err != nil {
 		t.Fatal(err)
 	}
 	return testenv.RunManager(t, mgr)

@@ -17,6 +17,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/leaderelection"
 	"github.com/fluxcd/pkg/runtime/logger"
 	"github.com/fluxcd/pkg/runtime/metrics"
+	"github.com/fluxcd/pkg/runtime/pprof"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -30,6 +31,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/fluxdeployer"
 	"github.com/fluxdeployer/fluxdeployer/internal/operating"
 )
 
@@ -151,9 +153,10 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Cache:                  cacheOptions,
-		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		Scheme: scheme,
+		Cache:  cacheOptions,
+		// As Flux's controllers: /debug/pprof on the metrics endpoint, for heap and CPU profiles of a running pod.
+		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr, ExtraHandlers: pprof.GetHandlers()},
 		HealthProbeBindAddress: o.healthAddr,
 		LeaderElection:         o.leaderElection.Enable,
 		LeaderElectionID:       "fluxdeployer.konfidence.cloud",
@@ -222,5 +225,5 @@ func (o runOptions) cacheOptions() (cache.Options, error) {
 	if err != nil {
 		return cache.Options{}, err
 	}
-	return operating.CacheOptions(selector, watchNamespace), nil
+	return operating.CacheOptions(selector, watchNamespace, fluxdeployer.TrimFluxStatus), nil
 }

@@ -67,15 +67,36 @@ func benchmarkMemory(b *testing.B, l landscape) {
 		})
 		status := procStatus(b, p.PID())
 		heap := scrape(b, metricsAddr, "go_memstats_heap_inuse_bytes")
+		if path := os.Getenv("BENCH_HEAPPROFILE"); path != "" {
+			saveHeapProfile(b, metricsAddr, path)
+		}
 		p.Stop()
 		w.stop()
 
 		b.ReportMetric(float64(l.total()), "artifacts")
 		b.ReportMetric(float64(status["VmHWM"])/1024, "rss-MiB")
 		b.ReportMetric(float64(status["VmRSS"])/1024, "rss-end-MiB")
+		b.ReportMetric(float64(status["RssFile"])/1024, "rss-file-MiB")
 		b.ReportMetric(heap/float64(l.total()), "heap-B/AD")
 		b.ReportMetric(took.Seconds(), "operator-s")
 		deleteAll(b, env, ns)
+	}
+}
+
+// saveHeapProfile writes the binary's heap profile (its /debug/pprof/heap) to path, for `go tool pprof`.
+func saveHeapProfile(t testing.TB, addr, path string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap") //nolint:noctx // a local endpoint of a process this benchmark runs
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 

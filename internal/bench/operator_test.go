@@ -42,7 +42,7 @@ func startOperator(t testing.TB, env *testenv.Env, resolver *ocm.Client, concurr
 	cfg.QPS, cfg.Burst = -1, -1
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  env.Scheme,
-		Cache:   operating.CacheOptions(nil, ""),
+		Cache:   operating.CacheOptions(nil, "", fluxdeployer.TrimFluxStatus),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 	})
 	if err != nil {

@@ -108,7 +108,7 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		claims:        mgr.GetClient(),
 		scheme:        mgr.GetScheme(),
 		recorder:      recorder,
-		metrics:       shared.ReconcileMetrics(mgr, "ArtifactDeployment"),
+		metrics:       shared.DurationMetrics(mgr, "ArtifactDeployment"),
 		configKey:     types.NamespacedName{Namespace: o.ConfigNamespace, Name: o.ConfigName},
 		kinds:         &fluxKinds{},
 		remote:        o.Remote,

@@ -77,8 +77,8 @@ bench: ## Benchmarks of the naming core (compare runs with benchstat).
 BENCH_SCALE := go test ./internal/bench -run '^$$' -benchtime=1x -timeout 90m
 
 .PHONY: bench-e2e
-bench-e2e: ## Convergence: the API server's floor, then the operator, at 100x10 and 300x10 (BENCH_CONCURRENT sets the workers).
-	$(BENCH_SCALE) -bench 'BenchmarkConverge/(100|300)x10$$'
+bench-e2e: ## Convergence: the API server's floor, then the operator, at 100x10, 300x10 and one vector of 500 artifacts (BENCH_CONCURRENT sets the workers).
+	$(BENCH_SCALE) -bench 'BenchmarkConverge/(100x10|300x10|1x500)$$'
 
 .PHONY: bench-memory
 bench-memory: ## Memory: the operator binary's peak RSS and heap with 10,000 ArtifactDeployments and 20,000 Flux objects.

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +34,8 @@ const convergeTimeout = 20 * time.Minute
 // theirs. No Flux controller runs, so no ArtifactDeployment becomes Ready: what is timed is the operator's own
 // work. ns/op is the operator's time; the metrics are described in docs/performance.md. Run with -benchtime=1x.
 func BenchmarkConverge(b *testing.B) {
-	for _, l := range []landscape{{10, 10, 10}, {100, 10, 10}, {300, 10, 10}} {
+	// 1x500: one vector of 500 artifacts (issue 12's large vector), resolved by one VectorDeployment.
+	for _, l := range []landscape{{10, 10, 10}, {100, 10, 10}, {300, 10, 10}, {1, 500, 1}} {
 		b.Run(l.String(), func(b *testing.B) { benchmarkConverge(b, l) })
 	}
 }
@@ -56,6 +60,7 @@ func benchmarkConverge(b *testing.B, l landscape) {
 		ns := namespace(b, env, "operator-")
 		w = watch(b, env, ns)
 		registryBefore := reg.Requests()
+		reg.ResetPeakConcurrency()
 		b.StartTimer()
 		start = time.Now()
 		resolver := ocm.NewClient(ocm.Options{})
@@ -73,14 +78,37 @@ func benchmarkConverge(b *testing.B, l landscape) {
 		b.ReportMetric(floorTime.Seconds(), "floor-s")
 		b.ReportMetric(operatorTime.Seconds(), "operator-s")
 		b.ReportMetric(operatorTime.Seconds()/floorTime.Seconds(), "ratio")
-		countRequests(op.requests.Take()).report(b, l.total())
+		requests := op.requests.Take()
+		countRequests(requests).report(b, l.total())
+		if os.Getenv("BENCH_DEBUG") != "" {
+			logRequestKinds(requests)
+		}
 		b.ReportMetric(float64(reg.Requests()-registryBefore)/float64(l.total()), "registry-requests/artifact")
+		b.ReportMetric(float64(reg.PeakConcurrency()), "registry-peak-concurrency")
 		b.ReportMetric(statusBytes(b, env, ns)/float64(l.total()), "vd-status-B/artifact")
 		steady := steadyState(b, env, reg, l, resolver, ns)
 		b.ReportMetric(float64(steady.writes+steady.events), "steady-writes")
 		b.ReportMetric(float64(steady.registry), "steady-registry-requests")
 		deleteAll(b, env, ns)
 		b.StartTimer()
+	}
+}
+
+// logRequestKinds logs how many requests of each method went to each kind of object, most first.
+func logRequestKinds(requests []string) {
+	counts := map[string]int{}
+	for _, req := range requests {
+		method, path, _ := strings.Cut(req, " ")
+		parts := strings.Split(strings.Trim(path, "/"), "/")
+		kind := path
+		if i := slices.Index(parts, "namespaces"); i >= 0 && len(parts) > i+2 {
+			kind = strings.Join(append([]string{parts[i+2]}, parts[min(len(parts), i+4):]...), "/")
+		}
+		counts[method+" "+kind]++
+	}
+	keys := slices.SortedFunc(maps.Keys(counts), func(a, b string) int { return counts[b] - counts[a] })
+	for _, k := range keys {
+		fmt.Fprintf(os.Stderr, "%6d %s\n", counts[k], k) // b.Logf is cut to a few lines in a benchmark
 	}
 }
 

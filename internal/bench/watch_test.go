@@ -106,10 +106,10 @@ func (w *watcher) waitFor(t testing.TB, start time.Time, timeout time.Duration, 
 			}
 		}
 		last = err
-		if os.Getenv("BENCH_DEBUG") != "" && time.Since(start)%time.Second < 50*time.Millisecond {
+		if os.Getenv("BENCH_DEBUG") != "" && time.Since(start)%time.Second < 100*time.Millisecond {
 			t.Logf("%5.1fs %v", time.Since(start).Seconds(), err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // every list of the landscape costs CPU the API server could use
 	}
 	t.Fatalf("after %s: %v", timeout, last)
 	return 0

@@ -48,7 +48,7 @@ func BenchmarkSteadyStateApply(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := &Reconciler{client: cached, apiReader: direct, scheme: env.Scheme}
+	r := &Reconciler{client: cached, apiReader: direct, secrets: newSecretPresence(direct), scheme: env.Scheme}
 
 	const ns = "bench"
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -64,7 +64,7 @@ func BenchmarkSteadyStateApply(b *testing.B) {
 		if err := env.Client.Create(ctx, ad); err != nil {
 			b.Fatal(err)
 		}
-		built, _, err := desiredObjects(ad, defaultConfig(), r.observe(ctx, ad))
+		built, _, err := desiredObjects(ad, defaultConfig(), r.observe(ctx, ad, false))
 		if err != nil {
 			b.Fatal(err)
 		}

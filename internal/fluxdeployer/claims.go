@@ -64,7 +64,7 @@ func (r *Reconciler) checkClaim(ctx context.Context, cfg config, ad *konfidencev
 		if !claimsEarlier(other, ad) || targetNamespace(cfg, other) != t.namespace {
 			continue
 		}
-		ot, err := resolveTarget(cfg, other, func(name string) (bool, error) { return secretExists(ctx, r.apiReader, other.Namespace, name) })
+		ot, err := resolveTarget(cfg, other, r.secrets.lookup(ctx, other.Namespace, false))
 		if err != nil {
 			return err
 		}

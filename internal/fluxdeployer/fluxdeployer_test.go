@@ -16,4 +16,5 @@ func TestFluxDeployer(t *testing.T) {
 	t.Run("Operating", func(t *testing.T) { testOperating(t, h) })
 	t.Run("Teardown", func(t *testing.T) { testTeardown(t, h) })
 	t.Run("TargetNameConflict", func(t *testing.T) { testTargetNameConflict(t, h) })
+	t.Run("SecretPresence", func(t *testing.T) { testSecretPresence(t, h) })
 }

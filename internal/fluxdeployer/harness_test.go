@@ -105,7 +105,7 @@ func (h *harness) direct(configName string) (*Reconciler, *record.FakeRecorder) 
 	recorder := record.NewFakeRecorder(100)
 	c := h.env.Client
 	return &Reconciler{
-		client: c, apiReader: c, configReader: c, serviceReader: c, claims: h.claims,
+		client: c, apiReader: c, secrets: newSecretPresence(c), configReader: c, serviceReader: c, claims: h.claims,
 		scheme: h.env.Scheme, recorder: recorder,
 		configKey: types.NamespacedName{Namespace: configNamespace, Name: configName},
 	}, recorder

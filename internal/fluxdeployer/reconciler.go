@@ -30,6 +30,7 @@ import (
 type Reconciler struct {
 	client        client.Client // reads from the manager's cache
 	apiReader     client.Reader // reads from the API server, for what the cache cannot answer
+	secrets       *secretPresence
 	configReader  client.Reader // holds only the configuration ConfigMap
 	serviceReader client.Reader // holds only Services labelled with an ArtifactDeployment
 	claims        client.Reader // ArtifactDeployments indexed by workloadNameIndex (the manager's cache)
@@ -78,7 +79,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}()
 	// A reconcile request is handled by this reconcile, whatever its outcome: it is retried (also when Stalled) and
 	// passed on to the Flux objects.
-	if requested, ok := meta.ReconcileAnnotationValue(ad.GetAnnotations()); ok {
+	requested, ok := meta.ReconcileAnnotationValue(ad.GetAnnotations())
+	// A reconcile a user asked for reads Secrets afresh, e.g. one the user just created.
+	fresh := ok && requested != ad.Status.GetLastHandledReconcileRequest()
+	if ok {
 		ad.Status.SetLastHandledReconcileRequest(requested)
 	}
 
@@ -86,7 +90,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	// still written afterwards, under the manager's context.
 	stepsCtx, cancel := context.WithTimeout(ctx, r.remote.reconcileTimeout())
 	defer cancel()
-	result, err := r.reconcile(stepsCtx, ad)
+	result, err := r.reconcile(stepsCtx, ad, fresh)
 	if err != nil {
 		return r.fail(ad, err, result)
 	}
@@ -94,12 +98,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 }
 
 // reconcile runs the steps of one reconcile in order; the first failure ends it.
-func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDeployment) (ctrl.Result, error) {
+func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDeployment, fresh bool) (ctrl.Result, error) {
 	cfg, err := loadConfig(ctx, r.configReader, r.configKey)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	objects, refs, err := desiredObjects(ad, cfg, r.observe(ctx, ad))
+	objects, refs, err := desiredObjects(ad, cfg, r.observe(ctx, ad, fresh))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -146,11 +150,11 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	return ctrl.Result{RequeueAfter: cfg.interval}, nil
 }
 
-// observe reads the cluster state the Flux objects of ad depend on: Secrets from the API server (see
-// resolveReferences), the HelmRelease from the cache.
-func (r *Reconciler) observe(ctx context.Context, ad *konfidencev1.ArtifactDeployment) observed {
+// observe reads the cluster state the Flux objects of ad depend on: whether Secrets exist from the API server (see
+// resolveReferences; answers are shared for secretPresenceTTL unless fresh), the HelmRelease from the cache.
+func (r *Reconciler) observe(ctx context.Context, ad *konfidencev1.ArtifactDeployment, fresh bool) observed {
 	return observed{
-		secretExists: func(name string) (bool, error) { return secretExists(ctx, r.apiReader, ad.Namespace, name) },
+		secretExists: r.secrets.lookup(ctx, ad.Namespace, fresh),
 		helmRelease: func() (*helmv2.HelmRelease, error) {
 			hr := &helmv2.HelmRelease{}
 			err := r.client.Get(ctx, client.ObjectKeyFromObject(ad), hr)

@@ -103,6 +103,7 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 	r := &Reconciler{
 		client:        mgr.GetClient(),
 		apiReader:     mgr.GetAPIReader(),
+		secrets:       newSecretPresence(mgr.GetAPIReader()),
 		configReader:  narrow,
 		serviceReader: narrow,
 		claims:        mgr.GetClient(),

@@ -30,6 +30,8 @@ type Registry struct {
 	username  string
 	password  string
 	requests  atomic.Int64
+	inFlight  atomic.Int64
+	peak      atomic.Int64 // the most requests served at once
 	down      atomic.Bool
 	mu        sync.Mutex
 	tampered  map[string]bool // blob digests whose content is served corrupted
@@ -110,6 +112,8 @@ func (r *Registry) Hang() { r.hanging.Store(true) }
 func (r *Registry) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.requests.Add(1)
+		r.notePeak(r.inFlight.Add(1))
+		defer r.inFlight.Add(-1)
 		r.recordAuthorization(req.Header.Get("Authorization"))
 		if r.down.Load() {
 			http.Error(w, "registry unavailable", http.StatusServiceUnavailable)
@@ -191,6 +195,21 @@ func (r *Registry) Authorizations() []string {
 
 // Requests is the number of HTTP requests served so far, including rejected ones.
 func (r *Registry) Requests() int64 { return r.requests.Load() }
+
+// PeakConcurrency is the most requests the registry has served at once since it started or ResetPeakConcurrency.
+func (r *Registry) PeakConcurrency() int64 { return r.peak.Load() }
+
+func (r *Registry) notePeak(inFlight int64) {
+	for {
+		peak := r.peak.Load()
+		if inFlight <= peak || r.peak.CompareAndSwap(peak, inFlight) {
+			return
+		}
+	}
+}
+
+// ResetPeakConcurrency starts a new measurement of PeakConcurrency.
+func (r *Registry) ResetPeakConcurrency() { r.peak.Store(r.inFlight.Load()) }
 
 // Certificate is the registry's self-signed TLS certificate, nil without WithTLS.
 func (r *Registry) Certificate() *x509.Certificate { return r.server.Certificate() }

@@ -258,11 +258,12 @@ func (r *Reconciler) finalizeStatus(ctx context.Context, original, ad *konfidenc
 	}
 	// Compared as the JSON the patch would send, not as Go values: a deployment result's spec is raw JSON, which
 	// the API server stores with its keys sorted, so equal results read back as different bytes.
-	patch := client.MergeFrom(original)
-	if data, err := patch.Data(ad); err != nil || string(data) == "{}" {
+	// The patch is computed once for both (issue 12: computing it twice cost 0.5 s of CPU per 1,000 artifacts).
+	data, err := client.MergeFrom(original).Data(ad)
+	if err != nil || string(data) == "{}" {
 		return err
 	}
-	return r.client.Status().Patch(ctx, ad, patch, client.FieldOwner(FieldManager))
+	return r.client.Status().Patch(ctx, ad, client.RawPatch(types.MergePatchType, data), client.FieldOwner(FieldManager))
 }
 
 // recordApply emits an event when the deployer changed a Flux object that existed: drift corrected, or a new

@@ -81,8 +81,8 @@ bench-e2e: ## Convergence: the API server's floor, then the operator, at 100x10,
 	$(BENCH_SCALE) -bench 'BenchmarkConverge/(100x10|300x10|1x500)$$'
 
 .PHONY: bench-memory
-bench-memory: ## Memory: the operator binary's peak RSS and heap with 10,000 ArtifactDeployments and 20,000 Flux objects.
-	$(BENCH_SCALE) -bench 'BenchmarkMemory/1000x10$$'
+bench-memory: ## Memory: the operator binary's peak RSS and heap with 1,000, 3,000 and 10,000 ArtifactDeployments (two Flux objects each).
+	$(BENCH_SCALE) -bench 'BenchmarkMemory/(100|300|1000)x10$$'
 
 .PHONY: collisions
 collisions: ## Collision statistics of the name hash (docs/data/collisions.*) and the 2,000-artifact collision storm on a real API server.

@@ -24,7 +24,7 @@ import (
 // it reports the process's peak RSS (VmHWM of /proc/PID/status), its RSS then, and the Go heap in use (from the
 // binary's metrics endpoint) per ArtifactDeployment. Run with -benchtime=1x.
 func BenchmarkMemory(b *testing.B) {
-	for _, l := range []landscape{{100, 10, 10}, {1000, 10, 10}} {
+	for _, l := range []landscape{{100, 10, 10}, {300, 10, 10}, {1000, 10, 10}} {
 		b.Run(l.String(), func(b *testing.B) { benchmarkMemory(b, l) })
 	}
 }

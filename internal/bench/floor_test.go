@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -40,34 +39,16 @@ func createLandscape(ctx context.Context, c client.Client, namespace string, l l
 		vd int
 		a  ocmtest.ComponentVersion
 	}
-	jobs := make(chan job)
-	errs := make(chan error, floorWorkers)
-	var wg sync.WaitGroup
-	for range floorWorkers {
-		wg.Go(func() {
-			for j := range jobs {
-				if err := createArtifact(ctx, c, namespace, types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", j.vd)), j.a, withFlux); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	go func() {
-		defer close(jobs)
-		for i := range l.vectorDeployments {
-			for _, a := range vectorOf(vectors, i).artifacts {
-				select {
-				case jobs <- job{vd: i, a: a}:
-				case <-ctx.Done():
-					return
-				}
-			}
+	var jobs []job
+	for i := range l.vectorDeployments {
+		for _, a := range vectorOf(vectors, i).artifacts {
+			jobs = append(jobs, job{vd: i, a: a})
 		}
-	}()
-	wg.Wait()
-	close(errs)
-	return <-errs
+	}
+	return inParallel(len(jobs), func(i int) error {
+		uid := types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", jobs[i].vd))
+		return createArtifact(ctx, c, namespace, uid, jobs[i].a, withFlux)
+	})
 }
 
 // createArtifact creates the ArtifactDeployment of artifact a for the VectorDeployment of uid, then, withFlux,

@@ -86,18 +86,24 @@ func benchmarkMemory(b *testing.B, l landscape) {
 // saveHeapProfile writes the binary's heap profile (its /debug/pprof/heap) to path, for `go tool pprof`.
 func saveHeapProfile(t testing.TB, addr, path string) {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/debug/pprof/heap") //nolint:noctx // a local endpoint of a process this benchmark runs
+	if err := os.WriteFile(path, getLocal(t, addr, "/debug/pprof/heap"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// getLocal returns the body of path on the binary's metrics endpoint.
+func getLocal(t testing.TB, addr, path string) []byte {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path) //nolint:noctx // a local endpoint of a process this benchmark runs
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	data, err := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	return body
 }
 
 // procStatus reads the kB figures of /proc/PID/status.
@@ -124,16 +130,7 @@ func procStatus(t testing.TB, pid int) map[string]int64 {
 // scrape reads one unlabelled metric from the binary's Prometheus endpoint.
 func scrape(t testing.TB, addr, name string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics") //nolint:noctx // a local endpoint of a process this benchmark runs
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(body)) {
+	for line := range strings.Lines(string(getLocal(t, addr, "/metrics"))) {
 		if value, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
 			f, err := strconv.ParseFloat(value, 64)
 			if err != nil {

@@ -86,6 +86,8 @@ func inParallel(n int, write func(i int) error) error {
 			for i := range jobs {
 				if err := write(i); err != nil {
 					errs <- err
+					for range jobs { // drained, so that the sender never waits on workers that stopped
+					}
 					return
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -66,6 +67,10 @@ func StartAPIServer(assetsDir string, extraCRDDirs ...string) (_ *APIServer, err
 		CRDDirectoryPaths:     append([]string{filepath.Join(RepoRoot(), "config", "crd", "bases")}, extraCRDDirs...),
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
+		// kube-apiserver's graceful shutdown waits for the requests in flight, each bounded by its
+		// --request-timeout (1m): envtest's 20 s gave up on the restart of BenchmarkChaosAtScale, and
+		// killed the server 20 s after it had stopped listening and logged nothing more.
+		ControlPlaneStopTimeout: 70 * time.Second,
 	}
 	te.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
 	certDir, err := os.MkdirTemp("", "kube-apiserver-")

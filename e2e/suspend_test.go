@@ -18,7 +18,6 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
-	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
 // TestSuspendAndReconcileRequestReachHelmRelease: suspending an ArtifactDeployment suspends its HelmRelease for
@@ -98,23 +97,13 @@ func TestDeletingSuspendedRemovesTheWorkloads(t *testing.T) {
 	ctx := context.Background()
 	reg := newRegistry(t)
 	chart := helmArtifact(t, reg, "acme.org/artifacts/database", "16.4.0", false, ocmtest.WebChart("database", "16.4.0"))
-	bundle, err := ocmtest.PushKustomizeBundle(ctx, reg.Host, "bundles/config", "0.4.0", ocmtest.ConfigBundle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	config := ocmtest.Artifact("acme.org/artifacts/config", "0.4.0", "cloud.konfidence.flux.kustomize", false)
-	config.Resources[1] = ocmtest.BundleResource("0.4.0", bundle)
+	config := configBundle(t, reg)
 	reg.Push(t, "", chart, config, ocmtest.Vector("acme.org/vectors/suspended", "1.0.0", chart, config))
 	ns := newNamespace(t, "suspended")
 	startFluxdeployer(t, nil)
 	vd := createVectorDeployment(t, ns, "shop", reg.Ref("", "acme.org/vectors/suspended", "1.0.0"))
 	waitReady(t, 3*time.Minute, vd)
-	release := adName(t, chart, vd)
-	_, hash, err := naming.ArtifactDeploymentName(config.Name, config.Version, string(vd.UID), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	configMap := "app-config-0-4-0-" + hash
+	release, configMap := adName(t, chart, vd), bundleConfigMap(t, config, vd)
 	if got := releases(t, ns); len(got[release]) != 1 {
 		t.Fatalf("Helm releases: %v", got)
 	}

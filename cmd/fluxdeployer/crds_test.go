@@ -31,17 +31,7 @@ func TestFluxCRDsInstalledLater(t *testing.T) {
 	ctx := context.Background()
 	env := testenv.Start(t)
 	c := env.Client
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controlplane.OperatorNamespace}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("RUNTIME_NAMESPACE", controlplane.OperatorNamespace)
-	o := parseRunOptions(t, "--metrics-addr=0", "--health-addr=0")
-	o.reuseControllerNames = true
-	mgr, err := newManager(env.Config, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RunManager(t, mgr)
+	runOperator(t, env)
 
 	reg := ocmtest.NewRegistry(t)
 	chart := ocmtest.Artifact("acme.org/artifacts/frontend", "1.2.3", "cloud.konfidence.flux.helm", true)
@@ -74,19 +64,7 @@ func TestFluxCRDsInstalledLater(t *testing.T) {
 	t.Logf("refused: %s", conditions.GetMessage(helmAD, meta.ReadyCondition))
 	assertWarning(t, c, helmAD, konfidencev1.FluxCRDsMissingReason)
 
-	crds := filepath.Join(testenv.RepoRoot(), "internal", "fluxdeployer", "testdata", "crds")
-	install := func(files ...string) {
-		t.Helper()
-		var paths []string
-		for _, f := range files {
-			paths = append(paths, filepath.Join(crds, f))
-		}
-		if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	install("source.toolkit.fluxcd.io_helmrepositories.yaml", "source.toolkit.fluxcd.io_helmcharts.yaml",
-		"source.toolkit.fluxcd.io_ocirepositories.yaml", "kustomize.toolkit.fluxcd.io_kustomizations.yaml")
+	installKustomizeOnlyFlux(t, env)
 	testenv.Eventually(t, 2*time.Minute, func() error {
 		return c.Get(ctx, client.ObjectKeyFromObject(kustomizeAD), &kustomizev1.Kustomization{})
 	})
@@ -98,11 +76,47 @@ func TestFluxCRDsInstalledLater(t *testing.T) {
 		t.Errorf("%s without the HelmRelease CRD: Ready reason %s, want %s", helmAD.Name, r, konfidencev1.FluxCRDsMissingReason)
 	}
 
-	install("helm.toolkit.fluxcd.io_helmreleases.yaml")
+	installFluxCRDs(t, env, "helm.toolkit.fluxcd.io_helmreleases.yaml")
 	testenv.Eventually(t, 2*time.Minute, func() error {
 		return c.Get(ctx, client.ObjectKeyFromObject(helmAD), &helmv2.HelmRelease{})
 	})
 	waitForReason(t, c, helmAD, meta.ProgressingReason)
+}
+
+// runOperator runs the binary's manager with both reconcilers against env until the test ends.
+func runOperator(t *testing.T, env *testenv.Env) {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controlplane.OperatorNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("RUNTIME_NAMESPACE", controlplane.OperatorNamespace)
+	o := parseRunOptions(t, "--metrics-addr=0", "--health-addr=0")
+	o.reuseControllerNames = true
+	mgr, err := newManager(env.Config, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunManager(t, mgr)
+}
+
+// installKustomizeOnlyFlux installs the CRDs of a Flux without helm-controller: source-controller's and the
+// Kustomization.
+func installKustomizeOnlyFlux(t *testing.T, env *testenv.Env) {
+	t.Helper()
+	installFluxCRDs(t, env, "source.toolkit.fluxcd.io_helmrepositories.yaml", "source.toolkit.fluxcd.io_helmcharts.yaml",
+		"source.toolkit.fluxcd.io_ocirepositories.yaml", "kustomize.toolkit.fluxcd.io_kustomizations.yaml")
+}
+
+// installFluxCRDs installs the named files of internal/fluxdeployer/testdata/crds.
+func installFluxCRDs(t *testing.T, env *testenv.Env, files ...string) {
+	t.Helper()
+	var paths []string
+	for _, f := range files {
+		paths = append(paths, filepath.Join(testenv.RepoRoot(), "internal", "fluxdeployer", "testdata", "crds", f))
+	}
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func waitForReason(t *testing.T, c client.Client, ad *konfidencev1.ArtifactDeployment, reason string) {
@@ -138,26 +152,8 @@ func TestTeardownWithoutHelmReleaseCRD(t *testing.T) {
 	ctx := context.Background()
 	env := testenv.Start(t)
 	c := env.Client
-	crds := filepath.Join(testenv.RepoRoot(), "internal", "fluxdeployer", "testdata", "crds")
-	var paths []string
-	for _, f := range []string{"source.toolkit.fluxcd.io_helmrepositories.yaml", "source.toolkit.fluxcd.io_helmcharts.yaml",
-		"source.toolkit.fluxcd.io_ocirepositories.yaml", "kustomize.toolkit.fluxcd.io_kustomizations.yaml"} {
-		paths = append(paths, filepath.Join(crds, f))
-	}
-	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controlplane.OperatorNamespace}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("RUNTIME_NAMESPACE", controlplane.OperatorNamespace)
-	o := parseRunOptions(t, "--metrics-addr=0", "--health-addr=0")
-	o.reuseControllerNames = true
-	mgr, err := newManager(env.Config, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RunManager(t, mgr)
+	installKustomizeOnlyFlux(t, env)
+	runOperator(t, env)
 
 	reg := ocmtest.NewRegistry(t)
 	bundle := ocmtest.Artifact("acme.org/artifacts/config", "0.4.0", "cloud.konfidence.flux.kustomize", true)

@@ -168,3 +168,47 @@ func testRemoteTargetAllowList(t *testing.T, h *harness) {
 		}
 	})
 }
+
+// TestAllowHost: an allow-list entry without a port allows every port of its host, one with a port that port
+// only; hosts compare case-insensitively, and an address without a scheme is read as https, as client-go does.
+func TestAllowHost(t *testing.T) {
+	o := RemoteOptions{AllowedTargetHosts: []string{"prod.example.com", "staging.example.com:6443", "[::1]:6443"}}
+	for _, tc := range []struct {
+		address string
+		allowed bool
+	}{
+		{"https://prod.example.com", true},
+		{"https://PROD.example.com:443", true},
+		{"prod.example.com:8443", true},
+		{"https://staging.example.com:6443/prefix", true},
+		{"https://staging.example.com", false},
+		{"https://staging.example.com:6444", false},
+		{"https://[::1]:6443", true},
+		{"https://[::1]:6444", false},
+		{"https://prod.example.com.evil.example", false},
+		{"https://169.254.169.254", false},
+		{"://", false},
+	} {
+		if err := o.allowHost("API server", tc.address); (err == nil) != tc.allowed {
+			t.Errorf("allowHost(%q) = %v, want allowed %t", tc.address, err, tc.allowed)
+		}
+	}
+	if err := (RemoteOptions{}).allowServer(&clientcmdapi.Config{}); err == nil || !strings.Contains(err.Error(), "--allowed-target-hosts") {
+		t.Errorf("without an allow-list: %v, want remote targets off", err)
+	}
+}
+
+// TestPrintable: text from a target or a kubeconfig keeps no control or other non-printing characters and at
+// most maxRemoteText bytes.
+func TestPrintable(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain text", "plain text"},
+		{"\x1b[31mred\x1b[0m\r\nnext", "[31mred[0mnext"},
+		{"bidi \u202egnp.exe\u2028", "bidi gnp.exe"},
+		{strings.Repeat("é", 200), strings.Repeat("é", maxRemoteText/2) + "…"},
+	} {
+		if got := printable(tc.in); got != tc.want {
+			t.Errorf("printable(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -177,19 +177,21 @@ func vectorDeployment(t *testing.T, c client.Client, namespace, name string, sel
 }
 
 // TestRemoteTargetFlags: the Flux deployer's kubeconfig flags have Flux's names and defaults (no exec, no insecure
-// TLS, 30s per request), and the reconcile deadline defaults to fluxdeployer.DefaultReconcileTimeout.
+// TLS, 30s per request), the reconcile deadline defaults to fluxdeployer.DefaultReconcileTimeout, and remote targets
+// are off unless --allowed-target-hosts names their API servers.
 func TestRemoteTargetFlags(t *testing.T) {
 	remote := func() fluxdeployer.RemoteOptions {
 		return controllerSetups["fluxdeployer"].(*fluxdeployer.Options).Remote
 	}
 	parseRunOptions(t)
 	if o := remote(); o.KubeConfig.InsecureExecProvider || o.KubeConfig.InsecureTLS || *o.KubeConfig.Timeout != 30*time.Second ||
-		o.ReconcileTimeout != fluxdeployer.DefaultReconcileTimeout {
+		o.ReconcileTimeout != fluxdeployer.DefaultReconcileTimeout || len(o.AllowedTargetHosts) != 0 {
 		t.Errorf("defaults: %+v, request timeout %s", o, *o.KubeConfig.Timeout)
 	}
-	parseRunOptions(t, "--insecure-kubeconfig-exec", "--insecure-kubeconfig-tls", "--remote-request-timeout=5s", "--reconcile-timeout=20s")
+	parseRunOptions(t, "--insecure-kubeconfig-exec", "--insecure-kubeconfig-tls", "--remote-request-timeout=5s", "--reconcile-timeout=20s",
+		"--allowed-target-hosts=prod.example.com:6443,staging.example.com")
 	if o := remote(); !o.KubeConfig.InsecureExecProvider || !o.KubeConfig.InsecureTLS || *o.KubeConfig.Timeout != 5*time.Second ||
-		o.ReconcileTimeout != 20*time.Second {
+		o.ReconcileTimeout != 20*time.Second || fmt.Sprint(o.AllowedTargetHosts) != "[prod.example.com:6443 staging.example.com]" {
 		t.Errorf("set: %+v, request timeout %s", o, *o.KubeConfig.Timeout)
 	}
 }

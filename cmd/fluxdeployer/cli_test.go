@@ -45,6 +45,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"vector", "verify", ref, "--public-key", key, "--nope"}, exitUsage},
 		{[]string{"vector", "inspect", ref, "-o", "xml"}, exitUsage},
 		{[]string{"nosuchcommand"}, exitUsage},
+		{[]string{"vector", "nosuchcommand"}, exitUsage},
 		{[]string{"tree", "a", "b"}, exitUsage},
 		{[]string{"reconcile", "pod", "x"}, exitUsage},
 		{[]string{"reconcile", "vd"}, exitUsage},
@@ -208,8 +209,12 @@ func TestInspectAndRenderNameAlike(t *testing.T) {
 // TestRenderRefusesAnUnknownConfigurationKey: a key the deployer does not read is an error of render, with the
 // reason the ArtifactDeployments would carry.
 func TestRenderRefusesAnUnknownConfigurationKey(t *testing.T) {
+	frontend := ocmtest.Artifact("acme.org/artifacts/frontend", "1.2.3", "cloud.konfidence.flux.helm", true)
 	dir := t.TempDir()
-	ocmtest.WriteCTF(t, dir, fixtures()...)
+	ocmtest.WriteCTF(t, dir, frontend, ocmtest.Vector("acme.org/vectors/shop", "1.0.0", frontend))
+	if _, stderr, code := runBinary(t, "render", dir+"//acme.org/vectors/shop:1.0.0", "-n", "shop"); code != exitSuccess {
+		t.Fatalf("render without a ConfigMap: exit %d, %s", code, stderr)
+	}
 	config := filepath.Join(t.TempDir(), "config.yaml")
 	writeYAML(t, config, &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: "flux-deployer-configuration"}, Data: map[string]string{"intervall": "5m"}})

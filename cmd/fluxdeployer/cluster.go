@@ -91,8 +91,8 @@ func (c *clusterFlags) oneNamespace() error {
 }
 
 // clusterMapper maps the kinds the cluster commands read and write, all namespaced, without asking the API server.
-// controller-runtime's discovering mapper would send discovery requests first, and word their failures (an
-// unreachable server, a CRD not installed) with Go type names.
+// controller-runtime's discovering mapper would send discovery requests first and word their failures (refused
+// credentials, say) as "failed to determine if *v1alpha1.VectorDeployment is namespaced: …".
 func clusterMapper(scheme *runtime.Scheme) (apimeta.RESTMapper, error) {
 	mapper := apimeta.NewDefaultRESTMapper(nil)
 	for _, obj := range []client.Object{

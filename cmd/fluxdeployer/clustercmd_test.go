@@ -38,7 +38,7 @@ func TestClusterCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.RunManager(t, mgr)
+	stopOperator := testenv.RunManager(t, mgr)
 
 	reg := ocmtest.NewRegistry(t)
 	frontend := ocmtest.Artifact("acme.org/artifacts/frontend", "1.2.3", "cloud.konfidence.flux.helm", true)
@@ -188,6 +188,16 @@ func TestClusterCommands(t *testing.T) {
 		}
 	})
 
+	t.Run("refused credentials are the API server's answer", func(t *testing.T) {
+		for _, args := range [][]string{{"tree", "shop"}, {"wait", "vd", "shop"}, {"suspend", "vd", "--all"}} {
+			_, stderr, code := runBinary(t, append(args, "--kubeconfig", kubeconfig, "--context", "stranger")...)
+			if code != exitFailure || !strings.Contains(stderr, "Unauthorized") && !strings.Contains(stderr, "credentials") ||
+				strings.Contains(stderr, "*v1alpha1") || strings.Contains(stderr, "namespaced") {
+				t.Errorf("%v as a stranger: exit %d, %s", args, code, stderr)
+			}
+		}
+	})
+
 	t.Run("diff plans the move the operator makes", func(t *testing.T) {
 		current := map[string]string{} // component → ArtifactDeployment
 		for _, ad := range ads {
@@ -239,6 +249,14 @@ func TestClusterCommands(t *testing.T) {
 			t.Errorf("plan to the empty vector: %v", p)
 		}
 	})
+
+	t.Run("reconcile --wait waits for the request to be handled", func(t *testing.T) {
+		stopOperator()
+		_, stderr, code := cli("reconcile", "vd", "empty", "--wait", "--timeout", "2s")
+		if code != exitFailure || !strings.Contains(stderr, "VectorDeployment "+ns+"/empty: timed out waiting for the operator to handle the reconcile request") {
+			t.Errorf("with no operator running: exit %d, %s", code, stderr)
+		}
+	})
 }
 
 // planOf reads diff's JSON or YAML output as "action component version" → ArtifactDeployment name.
@@ -268,6 +286,8 @@ func kubeconfigWithContexts(t *testing.T, admin []byte, ns string) string {
 	cfg.Contexts["envtest"] = &envtest
 	cfg.Clusters["unreachable"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1"}
 	cfg.Contexts["unreachable"] = &clientcmdapi.Context{Cluster: "unreachable", AuthInfo: envtest.AuthInfo, Namespace: ns}
+	cfg.AuthInfos["stranger"] = &clientcmdapi.AuthInfo{Token: "not-a-token"}
+	cfg.Contexts["stranger"] = &clientcmdapi.Context{Cluster: envtest.Cluster, AuthInfo: "stranger", Namespace: ns}
 	cfg.CurrentContext = "unreachable"
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {

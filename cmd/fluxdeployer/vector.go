@@ -24,6 +24,13 @@ func newVectorCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "vector",
 		Short: "Work with OCM vectors",
+		// Without a Run, cobra answers a misspelt subcommand with the help and exit 0.
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unknown command %q for %q", args[0], cmd.CommandPath())
+			}
+			return cmd.Help()
+		},
 	}
 	cmd.AddCommand(newVectorInspectCommand(), newVectorVerifyCommand())
 	return cmd

@@ -7,16 +7,11 @@ import (
 	"net/url"
 	"strings"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 )
@@ -71,11 +66,7 @@ func (c *clusterFlags) connect() (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	mapper, err := clusterMapper(scheme)
-	if err != nil {
-		return nil, err
-	}
-	cl, err := client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper})
+	cl, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, err
 	}
@@ -90,26 +81,8 @@ func (c *clusterFlags) oneNamespace() error {
 	return nil
 }
 
-// clusterMapper maps the kinds the cluster commands read and write, all namespaced, without asking the API server.
-// controller-runtime's discovering mapper would send discovery requests first and word their failures (refused
-// credentials, say) as "failed to determine if *v1alpha1.VectorDeployment is namespaced: …".
-func clusterMapper(scheme *runtime.Scheme) (apimeta.RESTMapper, error) {
-	mapper := apimeta.NewDefaultRESTMapper(nil)
-	for _, obj := range []client.Object{
-		&konfidencev1.VectorDeployment{}, &konfidencev1.ArtifactDeployment{},
-		&sourcev1.HelmRepository{}, &sourcev1.OCIRepository{}, &helmv2.HelmRelease{}, &kustomizev1.Kustomization{},
-	} {
-		gvk, err := apiutil.GVKForObject(obj, scheme)
-		if err != nil {
-			return nil, err
-		}
-		mapper.Add(gvk, apimeta.RESTScopeNamespace)
-	}
-	return mapper, nil
-}
-
 // explain words a failed request for a person: the API server's answer as it gives it, and a server that could
-// not be reached with its address.
+// not be reached with its address, rather than the REST mapper's wrapping of its discovery request.
 func (c *cluster) explain(err error) error {
 	var status apierrors.APIStatus
 	var unreachable *url.Error

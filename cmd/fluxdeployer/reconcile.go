@@ -71,6 +71,27 @@ func (s *selection) resolve(ctx context.Context, args []string) (*cluster, objec
 	return c, k, []client.Object{obj}, nil
 }
 
+// forEach acts on every selected object, within timeout when it is above zero, and joins the errors: one object
+// failing keeps none of the others from being acted on.
+func (s *selection) forEach(cmd *cobra.Command, args []string, timeout time.Duration,
+	act func(ctx context.Context, c *cluster, k objectKind, obj client.Object) error) error {
+	ctx := cmd.Context()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	c, k, objs, err := s.resolve(ctx, args)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, obj := range objs {
+		errs = append(errs, act(ctx, c, k, obj))
+	}
+	return errors.Join(errs...)
+}
+
 // waitFlags are --wait and --timeout of the commands that can wait for the outcome.
 type waitFlags struct {
 	wait    bool
@@ -101,17 +122,9 @@ func newReconcileCommand() *cobra.Command {
 			if k, _ := parseKind(args[0]); withArtifacts && k.kind != vectorDeploymentKind.kind {
 				return usageErrorf("--with-artifacts is for VectorDeployments")
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), w.timeout)
-			defer cancel()
-			c, k, objs, err := s.resolve(ctx, args)
-			if err != nil {
-				return err
-			}
-			var errs []error
-			for _, obj := range objs {
-				errs = append(errs, c.reconcile(ctx, cmd.OutOrStdout(), k, obj, withArtifacts, w.wait))
-			}
-			return errors.Join(errs...)
+			return s.forEach(cmd, args, w.timeout, func(ctx context.Context, c *cluster, k objectKind, obj client.Object) error {
+				return c.reconcile(ctx, cmd.OutOrStdout(), k, obj, withArtifacts, w.wait)
+			})
 		},
 	}
 	s.bind(cmd.Flags())
@@ -205,19 +218,13 @@ func newSuspendCommand() *cobra.Command {
 			"suspended ArtifactDeployment is not reconciled and suspends its Flux objects, so Flux stops too.",
 		Args: s.args,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, k, objs, err := s.resolve(cmd.Context(), args)
-			if err != nil {
-				return err
-			}
-			var errs []error
-			for _, obj := range objs {
-				if err := c.mergePatch(cmd.Context(), obj, map[string]any{"spec": map[string]any{"suspend": true}}); err != nil {
-					errs = append(errs, fmt.Errorf("%s: %w", k.describe(obj), err))
-					continue
+			return s.forEach(cmd, args, 0, func(ctx context.Context, c *cluster, k objectKind, obj client.Object) error {
+				if err := c.mergePatch(ctx, obj, map[string]any{"spec": map[string]any{"suspend": true}}); err != nil {
+					return fmt.Errorf("%s: %w", k.describe(obj), err)
 				}
-				_, _ = fmt.Fprintf(cmd.OutOrStdout(), "%s: suspended\n", k.describe(obj))
-			}
-			return errors.Join(errs...)
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: suspended\n", k.describe(obj))
+				return err
+			})
 		},
 	}
 	s.bind(cmd.Flags())
@@ -234,25 +241,17 @@ func newResumeCommand() *cobra.Command {
 			"waits until the request is handled and the object Ready (exit 0), Stalled or not Ready after --timeout (exit 1).",
 		Args: s.args,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), w.timeout)
-			defer cancel()
-			c, k, objs, err := s.resolve(ctx, args)
-			if err != nil {
-				return err
-			}
-			var errs []error
-			for _, obj := range objs {
+			return s.forEach(cmd, args, w.timeout, func(ctx context.Context, c *cluster, k objectKind, obj client.Object) error {
 				requested, err := c.requestReconcile(ctx, obj, map[string]any{"suspend": false})
 				if err != nil {
-					errs = append(errs, fmt.Errorf("%s: %w", k.describe(obj), err))
-					continue
+					return fmt.Errorf("%s: %w", k.describe(obj), err)
 				}
 				_, _ = fmt.Fprintf(cmd.OutOrStdout(), "%s: resumed\n", k.describe(obj))
-				if w.wait {
-					errs = append(errs, c.awaitReady(ctx, cmd.OutOrStdout(), k, obj, requested))
+				if !w.wait {
+					return nil
 				}
-			}
-			return errors.Join(errs...)
+				return c.awaitReady(ctx, cmd.OutOrStdout(), k, obj, requested)
+			})
 		},
 	}
 	s.bind(cmd.Flags())
@@ -270,17 +269,9 @@ func newWaitCommand() *cobra.Command {
 			"not Ready after --timeout (exit 1, printing the Ready reason and message).",
 		Args: s.args,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), w.timeout)
-			defer cancel()
-			c, k, objs, err := s.resolve(ctx, args)
-			if err != nil {
-				return err
-			}
-			var errs []error
-			for _, obj := range objs {
-				errs = append(errs, c.awaitReady(ctx, cmd.OutOrStdout(), k, obj, ""))
-			}
-			return errors.Join(errs...)
+			return s.forEach(cmd, args, w.timeout, func(ctx context.Context, c *cluster, k objectKind, obj client.Object) error {
+				return c.awaitReady(ctx, cmd.OutOrStdout(), k, obj, "")
+			})
 		},
 	}
 	s.bind(cmd.Flags())

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	fluxclient "github.com/fluxcd/pkg/runtime/client"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -37,6 +40,37 @@ func TestConcurrentSetsWorkers(t *testing.T) {
 	o := parseRunOptions(t, "--concurrent=7")
 	if got := o.shared.ControllerOptions().MaxConcurrentReconciles; got != 7 {
 		t.Errorf("MaxConcurrentReconciles = %d, want 7", got)
+	}
+}
+
+// TestDeprecatedConcurrencyFlag: --vectordeployment-concurrency, the former name of --concurrent, still sets the
+// worker count, is hidden from the help, and warns on the binary's stderr.
+func TestDeprecatedConcurrencyFlag(t *testing.T) {
+	o := runOptions{}
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	var warnings bytes.Buffer
+	fs.SetOutput(&warnings)
+	o.bindFlags(fs)
+	if err := fs.Parse([]string{"--vectordeployment-concurrency=7"}); err != nil {
+		t.Fatal(err)
+	}
+	const warning = "Flag --vectordeployment-concurrency has been deprecated, use --concurrent"
+	if got := o.shared.ControllerOptions().MaxConcurrentReconciles; got != 7 || !strings.Contains(warnings.String(), warning) {
+		t.Errorf("MaxConcurrentReconciles = %d, want 7; warnings %q", got, warnings.String())
+	}
+	if !fs.Lookup("vectordeployment-concurrency").Hidden {
+		t.Error("the deprecated flag shows in the help")
+	}
+	// cobra collects flag output in a buffer of its own; the binary's run command writes it to stderr.
+	var stderr bytes.Buffer
+	root := newRootCommand()
+	root.SetErr(&stderr)
+	runCmd, _, err := root.Find([]string{"run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runCmd.ParseFlags([]string{"--vectordeployment-concurrency=7"}); err != nil || !strings.Contains(stderr.String(), warning) {
+		t.Errorf("parsing: %v; stderr %q", err, stderr.String())
 	}
 }
 

@@ -143,7 +143,7 @@ func (c *Client) store(r Ref, a access) (store, error) {
 	}
 	ref := registry.Reference{Registry: r.Host(), Repository: spec.RepositoryPath(r.SubPath, r.Component)}
 	if err := ref.ValidateRepository(); err != nil {
-		return nil, &Error{Reason: ReasonReferenceInvalid, Ref: r.String(), Err: err}
+		return nil, &Error{Reason: ReasonReferenceInvalid, Ref: r.Describe(), Err: err}
 	}
 	client := &auth.Client{Client: c.http, Cache: c.tokenCache(a.id), Credential: auth.StaticCredential(a.host, a.cred)}
 	return &remote.Repository{Client: client, Reference: ref, PlainHTTP: r.PlainHTTP()}, nil

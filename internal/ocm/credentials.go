@@ -141,7 +141,7 @@ func (c *Client) access(ctx context.Context, r Ref) (access, error) {
 	cred, err := c.credential(ctx, a.host)
 	switch {
 	case err != nil:
-		return a, &Error{Reason: ReasonUnauthorized, Ref: r.String(), Err: err}
+		return a, &Error{Reason: ReasonUnauthorized, Ref: r.Describe(), Err: err}
 	case cred == auth.EmptyCredential:
 		return a, nil
 	case r.PlainHTTP() && !slices.Contains(c.opts.InsecureCredentialHosts, a.host):

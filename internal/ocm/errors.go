@@ -56,7 +56,8 @@ const (
 // extract it with errors.As to read Reason and Ref.
 type Error struct {
 	Reason Reason
-	// Ref names what failed: a component reference, or a component version and element.
+	// Ref names what failed for a person: a component version and its repository (Ref.Describe), or a component
+	// version and element.
 	Ref string
 	// Err is the underlying cause. It never carries credentials: the HTTP client only ever sees them in headers.
 	Err error

@@ -15,7 +15,7 @@ func (c *Client) allowed(r Ref) error {
 	if r.IsCTF() || len(c.opts.AllowedHosts) == 0 || slices.Contains(c.opts.AllowedHosts, r.Host()) {
 		return nil
 	}
-	return newError(ReasonRegistryNotAllowed, r.String(), "registry %s is not among the allowed registries (--allowed-registries)", r.Host())
+	return newError(ReasonRegistryNotAllowed, r.Describe(), "registry %s is not among the allowed registries (--allowed-registries)", r.Host())
 }
 
 // hostLimiter bounds the reads in flight per registry host, so that a registry that answers slowly or never

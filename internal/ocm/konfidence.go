@@ -121,7 +121,7 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	if !r.IsCTF() {
-		release, err := c.hosts.acquire(ctx, r.Host(), r.String())
+		release, err := c.hosts.acquire(ctx, r.Host(), r.Describe())
 		if err != nil {
 			return nil, err
 		}
@@ -133,7 +133,7 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 	}
 	refs := cv.descriptor.Component.References
 	if len(refs) > c.opts.MaxReferences {
-		return nil, newError(ReasonTooManyReferences, r.String(), "the vector references %d components, at most %d are read", len(refs), c.opts.MaxReferences)
+		return nil, newError(ReasonTooManyReferences, r.Describe(), "the vector references %d components, at most %d are read", len(refs), c.opts.MaxReferences)
 	}
 	v := &Vector{
 		Component:  cv.descriptor.Component.Name,
@@ -190,14 +190,14 @@ func (c *Client) resolveArtifact(ctx context.Context, r Ref, acc access) (*Artif
 		switch res.Type {
 		case ResourceTypeArtifactManifest:
 			if manifests++; manifests > 1 {
-				return nil, newError(ReasonManifestDuplicated, r.String(), "more than one resource of type %s", ResourceTypeArtifactManifest)
+				return nil, newError(ReasonManifestDuplicated, r.Describe(), "more than one resource of type %s", ResourceTypeArtifactManifest)
 			}
 			var m artifactManifest
 			if err := c.decodeManifest(ctx, cv, res, &m); err != nil {
 				return nil, err
 			}
 			if m.Type == "" {
-				return nil, newError(ReasonManifestInvalid, r.String(), "resource %s: manifest has no type", res.Name)
+				return nil, newError(ReasonManifestInvalid, r.Describe(), "resource %s: manifest has no type", res.Name)
 			}
 			a.Type, a.AllowReuse = m.Type, m.AllowReuse
 		case ResourceTypeTaskManifest:
@@ -206,19 +206,19 @@ func (c *Client) resolveArtifact(ctx context.Context, r Ref, acc access) (*Artif
 				return nil, err
 			}
 			if t.Name == "" || t.Type == "" {
-				return nil, newError(ReasonManifestInvalid, r.String(), "resource %s: task manifest needs a name and a type", res.Name)
+				return nil, newError(ReasonManifestInvalid, r.Describe(), "resource %s: task manifest needs a name and a type", res.Name)
 			}
 			a.Tasks = append(a.Tasks, t)
 		default:
 			access, err := canonicalJSON(res.Access)
 			if err != nil {
-				return nil, newError(ReasonDescriptorInvalid, r.String(), "resource %s: %v", res.Name, err)
+				return nil, newError(ReasonDescriptorInvalid, r.Describe(), "resource %s: %v", res.Name, err)
 			}
 			a.Resources = append(a.Resources, Resource{Name: res.Name, Type: res.Type, Access: access, Digest: contentDigest(res.Digest)})
 		}
 	}
 	if manifests == 0 {
-		return nil, newError(ReasonManifestMissing, r.String(), "no resource of type %s", ResourceTypeArtifactManifest)
+		return nil, newError(ReasonManifestMissing, r.Describe(), "no resource of type %s", ResourceTypeArtifactManifest)
 	}
 	if isVersion(r.Version) {
 		c.artifacts.add(key, a)
@@ -232,7 +232,7 @@ func (c *Client) decodeManifest(ctx context.Context, cv *componentVersion, res s
 		return err
 	}
 	if err := json.Unmarshal(data, into); err != nil {
-		return newError(ReasonManifestInvalid, cv.ref.String(), "resource %s: %v", res.Name, err)
+		return newError(ReasonManifestInvalid, cv.ref.Describe(), "resource %s: %v", res.Name, err)
 	}
 	return nil
 }

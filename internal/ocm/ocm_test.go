@@ -258,6 +258,25 @@ func TestResolveVectorNotFoundAndInvalid(t *testing.T) {
 	assertError(t, err, ocm.ErrReferenceInvalid, true)
 }
 
+// TestErrorsNameTheRepositoryForAPerson: a failure names the component version and its repository in words
+// ("in OCI registry http://…", "in CTF directory …"), never OCM's repository types, which read to a Flux user as
+// Flux's OCIRepository kind.
+func TestErrorsNameTheRepositoryForAPerson(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	dir := t.TempDir()
+	c := ocm.NewClient(ocm.Options{})
+	for ref, want := range map[string]string{
+		reg.Ref("", vectorName, "9.9.9"):             vectorName + ":9.9.9 in OCI registry http://" + reg.Host,
+		"ctf::" + dir + "//" + vectorName + ":9.9.9": vectorName + ":9.9.9 in CTF directory " + dir,
+	} {
+		_, err := c.ResolveVector(context.Background(), ref)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "Repository/v1") ||
+			strings.Contains(err.Error(), "CommonTransportFormat") {
+			t.Errorf("%s: error %v, want it to name %q and no OCM repository type", ref, err, want)
+		}
+	}
+}
+
 func TestResolveVectorBasicAuth(t *testing.T) {
 	reg := ocmtest.NewRegistry(t, ocmtest.WithBasicAuth("robot", "s3cr3t-pw"), ocmtest.WithTLS())
 	a := ocmtest.Artifact("acme.org/artifacts/a", "1.0.0", "cloud.konfidence.flux.helm", true)

@@ -39,7 +39,7 @@ func (r *Reconciler) teardown(ctx context.Context, vd *konfidencev1.VectorDeploy
 	var waiting []string
 	for i := range list.Items {
 		ad := &list.Items[i]
-		if !isOwnedBy(ad, vd) {
+		if !IsOwnedBy(ad, vd) {
 			continue
 		}
 		wait, err := r.release(ctx, ad, vd, true)

@@ -93,7 +93,7 @@ func (r *Reconciler) release(ctx context.Context, ad *konfidencev1.ArtifactDeplo
 	} else if err != nil {
 		return false, fmt.Errorf("reading ArtifactDeployment %s again after it changed: %w", ad.Name, err)
 	}
-	if !isOwnedBy(fresh, vd) {
+	if !IsOwnedBy(fresh, vd) {
 		return false, nil
 	}
 	return r.release(ctx, fresh, vd, false)

@@ -29,7 +29,9 @@ const roundingBytes = 8
 // group, with a control word, at a load of up to 7/8.
 const mapEntryBytes = 48
 
-func sizeOf[T any]() int64 { return int64(reflect.TypeFor[T]().Size()) }
+func sizeOf[T any]() int64 {
+	return int64(reflect.TypeFor[T]().Size()) //nolint:gosec // G115: the types measured are a few hundred bytes
+}
 
 func (v *Vector) retainedBytes() int64 {
 	n := vectorBytes + lenOf(v.Component, v.Version, v.Digest)

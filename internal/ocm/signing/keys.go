@@ -53,7 +53,8 @@ const (
 	MaxRSAKeyBits = 8192
 )
 
-// ErrKeyRejected: a key is of a kind or size that is not accepted; callers map it to a condition reason.
+// ErrKeyRejected is wrapped by the errors of a key of a kind or size that is not accepted; callers map it to a
+// condition reason.
 var ErrKeyRejected = errors.New("key rejected")
 
 // checkKeySize refuses an RSA key outside MinRSAKeyBits–MaxRSAKeyBits.

@@ -111,20 +111,22 @@ func TestDecodeRefusesYAMLUnderJSONMediaType(t *testing.T) {
 func TestDecodeRefusesAmbiguousKeys(t *testing.T) {
 	head := `{"meta":{"schemaVersion":"v2"},"component":{"name":"acme.org/x","version":"1.0.0","provider":"p","resources":[`
 	yamlHead := "meta:\n  schemaVersion: v2\ncomponent:\n  name: acme.org/x\n  version: 1.0.0\n  provider: p\n  resources:\n"
+	yamlAccess := yamlHead + "  - name: c\n    type: helmChart\n    access:\n      type: ociArtifact\n"
+	jsonAccess := head + `{"name":"c","type":"helmChart","access":{"type":"ociArtifact",`
 	for _, tc := range []struct {
 		name, mediaType, doc string
 		refused              bool
 	}{
-		{"json-case-variant", MediaTypeDescriptorJSON, head + `{"name":"c","type":"helmChart","access":{"type":"ociArtifact","imagereference":"evil/c:1","imageReference":"good/c:1"}}]}}`, true},
-		{"json-duplicate", MediaTypeDescriptorJSON, head + `{"name":"c","type":"helmChart","access":{"type":"ociArtifact","imageReference":"good/c:1","imageReference":"evil/c:1"}}]}}`, true},
-		{"json-escaped-duplicate", MediaTypeDescriptorJSON, head + `{"name":"c","type":"helmChart","access":{"type":"ociArtifact","imageReference":"good/c:1","\u0069mageReference":"evil/c:1"}}]}}`, true},
+		{"json-case-variant", MediaTypeDescriptorJSON, jsonAccess + `"imagereference":"evil/c:1","imageReference":"good/c:1"}}]}}`, true},
+		{"json-duplicate", MediaTypeDescriptorJSON, jsonAccess + `"imageReference":"good/c:1","imageReference":"evil/c:1"}}]}}`, true},
+		{"json-escaped-duplicate", MediaTypeDescriptorJSON, jsonAccess + `"imageReference":"good/c:1","\u0069mageReference":"evil/c:1"}}]}}`, true},
 		{"json-kelvin-sign", MediaTypeLegacyDescriptorJSON, head + `{"name":"c","type":"helmChart","access":{"k":1,"\u212a":2}}]}}`, true},
 		{"json-top-level", MediaTypeDescriptorJSON, `{"meta":{"schemaVersion":"v2"},"Meta":{},"component":{"name":"acme.org/x","version":"1.0.0"}}`, true},
 		{"json-field-case", MediaTypeDescriptorJSON, `{"meta":{"schemaVersion":"v2"},"component":{"name":"acme.org/x","Name":"acme.org/y","version":"1.0.0"}}`, true},
 		{"json-same-keys-in-sibling-objects", MediaTypeDescriptorJSON, head + `{"name":"a","type":"t","access":{"type":"x"}},{"name":"b","type":"t","access":{"type":"x"}}]}}`, false},
-		{"yaml-duplicate", MediaTypeDescriptorYAML, yamlHead + "  - name: c\n    type: helmChart\n    access:\n      type: ociArtifact\n      imageReference: good/c:1\n      imageReference: evil/c:1\n", true},
-		{"yaml-case-variant", MediaTypeDescriptorYAML, yamlHead + "  - name: c\n    type: helmChart\n    access:\n      type: ociArtifact\n      imagereference: evil/c:1\n      imageReference: good/c:1\n", true},
-		{"yaml-distinct", MediaTypeDescriptorYAML, yamlHead + "  - name: c\n    type: helmChart\n    access:\n      type: ociArtifact\n      imageReference: good/c:1\n", false},
+		{"yaml-duplicate", MediaTypeDescriptorYAML, yamlAccess + "      imageReference: good/c:1\n      imageReference: evil/c:1\n", true},
+		{"yaml-case-variant", MediaTypeDescriptorYAML, yamlAccess + "      imagereference: evil/c:1\n      imageReference: good/c:1\n", true},
+		{"yaml-distinct", MediaTypeDescriptorYAML, yamlAccess + "      imageReference: good/c:1\n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, doc, err := Decode(tc.mediaType, []byte(tc.doc))

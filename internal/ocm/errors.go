@@ -50,6 +50,9 @@ const ReasonDescriptorMismatch Reason = "DescriptorMismatch"
 const (
 	ReasonSignatureMissing Reason = "SignatureMissing"
 	ReasonSignatureInvalid Reason = "SignatureInvalid"
+	// ReasonKeyRejected: a trusted key, or the key of a signer certificate, is not an RSA key of 2048 to 8192 bits
+	// (signing.ErrKeyRejected).
+	ReasonKeyRejected Reason = "KeyRejected"
 )
 
 // Error is the only error type this package returns. Match a class with errors.Is against the Err* values, or
@@ -104,6 +107,7 @@ var (
 	ErrDescriptorMismatch    = &Error{Reason: ReasonDescriptorMismatch}
 	ErrSignatureMissing      = &Error{Reason: ReasonSignatureMissing}
 	ErrSignatureInvalid      = &Error{Reason: ReasonSignatureInvalid}
+	ErrKeyRejected           = &Error{Reason: ReasonKeyRejected}
 )
 
 // ReasonOf returns the Reason of the first *Error in err's chain, or "" if there is none.

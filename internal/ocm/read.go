@@ -20,8 +20,9 @@ type componentVersion struct {
 	store      store
 	digest     string // of the tagged manifest or index
 	descriptor *spec.Descriptor
-	// raw is the descriptor layer as stored, kept for signature verification.
-	raw rawDescriptor
+	// doc is the descriptor's document as JSON, which digests and signatures are computed over. It is not kept
+	// past the read: what verification needs of it is derived from it while it is at hand.
+	doc []byte
 	// blobs are the candidates for a localReference: the index's manifests and the manifest's layers.
 	blobs []ocispec.Descriptor
 }
@@ -73,9 +74,12 @@ func (c *Client) readComponentVersion(ctx context.Context, r Ref, a access) (*co
 	if data, err = c.fetch(ctx, cv, layer, c.opts.MaxDescriptorSize); err != nil {
 		return nil, err
 	}
-	var d *spec.Descriptor
+	var (
+		d   *spec.Descriptor
+		doc []byte
+	)
 	err = decodeBounded(ctx, r.Describe(), "component descriptor", func() (err error) {
-		d, err = spec.Decode(layer.MediaType, data)
+		d, doc, err = spec.Decode(layer.MediaType, data)
 		return err
 	})
 	switch {
@@ -89,7 +93,7 @@ func (c *Client) readComponentVersion(ctx context.Context, r Ref, a access) (*co
 		// The claims are cut to the longest valid name and version: they are the publisher's, of any length.
 		return nil, newError(ReasonDescriptorMismatch, r.Describe(), "descriptor is for %.255s:%.128s", d.Component.Name, d.Component.Version)
 	}
-	cv.descriptor, cv.raw = d, rawDescriptor{mediaType: layer.MediaType, data: data}
+	cv.descriptor, cv.doc = d, doc
 	return cv, nil
 }
 

@@ -62,7 +62,7 @@ func ArtifactsOf(v *ocm.Vector) []ResolvedArtifact {
 func (s ocmSource) verify(ctx context.Context, v *ocm.Vector, trust Trust) error {
 	keys, err := signing.ParseKeys(trust.Keys)
 	if err != nil {
-		return &ocm.Error{Reason: ocm.ReasonSignatureInvalid, Ref: v.Component + ":" + v.Version, Err: fmt.Errorf("trusted keys: %w", err)}
+		return ocm.KeyError(v.Component+":"+v.Version, fmt.Errorf("trusted keys: %w", err))
 	}
 	return s.resolver.VerifyVector(ctx, v, ocm.TrustPolicy{Keys: keys, Signatures: trust.Signatures})
 }

@@ -46,6 +46,7 @@ type Cluster struct {
 	// createdRunContainerd: /run/containerd did not exist on the host and was made as a bind target.
 	createdRunContainerd bool
 	lock                 *os.File
+	stopped              bool
 }
 
 // Start builds what is missing (first run only, printing progress), creates the node's network and mount
@@ -286,6 +287,10 @@ func (c *Cluster) path(name string) string { return filepath.Join(c.Dir, name) }
 // control plane; then the mounts, the kubelet's cgroups, the network namespace and its veth, and Dir. What is
 // already gone is no error, so Stop also cleans up after a Start that failed half way.
 func (c *Cluster) Stop() error {
+	if c.stopped {
+		return nil
+	}
+	c.stopped = true
 	for _, name := range []string{"kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager"} {
 		if d := c.daemon(name); d != nil {
 			d.stop(10 * time.Second)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // cgroupTop is the cgroup the kubelet puts pods under (cgroupfs driver), in every hierarchy.
@@ -179,4 +181,28 @@ func removeCgroups() error {
 			return errors.Join(failed...)
 		}
 	}
+}
+
+// ContainerPID returns the host PID of a running container of the pod, found through its cgroup.
+func ContainerPID(pod *corev1.Pod, container string) (int, error) {
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.Name != container {
+			continue
+		}
+		id := strings.TrimPrefix(s.ContainerID, "containerd://")
+		for _, cg := range cgroups() {
+			if filepath.Base(cg) != id || !strings.Contains(cg, "pod"+string(pod.UID)) {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
+			if err != nil {
+				return 0, err
+			}
+			if f := strings.Fields(string(b)); len(f) > 0 {
+				return strconv.Atoi(f[0])
+			}
+		}
+		return 0, fmt.Errorf("no process in the cgroup of container %s (%s) of pod %s", container, id, pod.Name)
+	}
+	return 0, fmt.Errorf("pod %s has no container %s in its status", pod.Name, container)
 }

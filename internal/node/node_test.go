@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -21,25 +20,8 @@ import (
 // kubelet probes, reaches it through its Service (kube-proxy) from another pod, and stops the node: afterwards no
 // process, mount, cgroup, network namespace or interface of it is left.
 func TestNodeRunsPodsAndLeavesNothing(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("a node needs root (network and mount namespaces, cgroups)")
-	}
 	ctx := context.Background()
-	begin := time.Now()
-	c, err := Start(ctx, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("node started in %s: %v", time.Since(begin).Round(10*time.Millisecond), c.Started)
-	stopped := false
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(c.Logs("kubelet", "containerd"))
-		}
-		if !stopped {
-			_ = c.Stop()
-		}
-	})
+	c := startNode(t)
 
 	labels := map[string]string{"app": "web"}
 	deploy := &appsv1.Deployment{
@@ -103,8 +85,7 @@ func TestNodeRunsPodsAndLeavesNothing(t *testing.T) {
 	})
 
 	dir := c.Dir
-	begin = time.Now()
-	stopped = true
+	begin := time.Now()
 	if err := c.Stop(); err != nil {
 		t.Errorf("Stop: %v", err)
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // RunClient runs a pod of the workload image that fetches url once, waits for it to succeed and returns what it
-// printed.
+// printed; the pod is deleted.
 func (c *Cluster) RunClient(t testing.TB, namespace, url string) string {
 	t.Helper()
 	ctx := context.Background()
@@ -28,6 +28,11 @@ func (c *Cluster) RunClient(t testing.TB, namespace, url string) string {
 	if err := c.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
+	defer func() {
+		if err := c.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+			t.Errorf("deleting pod %s: %v", pod.Name, err)
+		}
+	}()
 	testenv.Eventually(t, time.Minute, func() error {
 		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return err

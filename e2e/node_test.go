@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,17 +67,17 @@ func TestNodeWorkloads(t *testing.T) {
 	failures := []struct {
 		name, version, image string
 		args                 []string
-		// pods tells what the kubelet shows for the worker's pod.
-		pods string
+		// pods are what the kubelet may show for the worker's pod (PodStates), any of them.
+		pods []string
 	}{
-		{"crash", "1.0.1", "", []string{"-crash"}, "restarts="},
-		{"pull", "1.0.2", "127.0.0.1:1/missing:1", nil, "ImagePull"},
-		{"never-ready", "1.0.3", "", []string{"-never-ready"}, "ready=false"},
+		{"crash", "1.0.1", "", []string{"-crash"}, []string{"CrashLoopBackOff", "terminated Error (exit 1)"}},
+		{"pull", "1.0.2", "127.0.0.1:1/missing:1", nil, []string{"waiting ErrImagePull", "waiting ImagePullBackOff"}},
+		{"never-ready", "1.0.3", "", []string{"-never-ready"}, []string{"Running app ready=false restarts=0]"}},
 	}
 	type broken struct {
 		vd     *konfidencev1.VectorDeployment
 		worker ocmtest.ComponentVersion
-		pods   string
+		pods   []string
 	}
 	var brokenVDs []broken
 	for _, f := range failures {
@@ -83,6 +85,29 @@ func TestNodeWorkloads(t *testing.T) {
 		ns := newNamespace(t, f.name)
 		brokenVDs = append(brokenVDs, broken{createVectorDeployment(t, ns, f.name, reg.Ref("", "acme.org/vectors/"+f.name, "1.0.0")), worker, f.pods})
 	}
+	// What the kubelet shows for each broken worker's pod while Helm waits, watched from the start: Helm may
+	// remove the pod once it has given up.
+	seen := make([]atomic.Value, len(brokenVDs))
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	workerLabels := make([]map[string]string, len(brokenVDs))
+	for i, b := range brokenVDs {
+		workerLabels[i] = map[string]string{"app.kubernetes.io/instance": adName(t, b.worker, nil)}
+	}
+	go func() {
+		for watchCtx.Err() == nil {
+			for i, b := range brokenVDs {
+				labels := workerLabels[i]
+				if p := realNode.PodStates(watchCtx, b.vd.Namespace, labels); slices.ContainsFunc(b.pods, func(s string) bool { return strings.Contains(p, s) }) {
+					seen[i].CompareAndSwap(nil, p)
+				}
+			}
+			select {
+			case <-watchCtx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
 	shopNS := newNamespace(t, "shop")
 	shop := createVectorDeployment(t, shopNS, "shop", reg.Ref("", "acme.org/vectors/shop", "1.0.0"))
 
@@ -107,15 +132,10 @@ func TestNodeWorkloads(t *testing.T) {
 		t.Errorf("GET the web Service %s: %q", svc.Spec.ClusterIP, got)
 	}
 
-	for _, b := range brokenVDs {
+	for i, b := range brokenVDs {
 		workerAD := adName(t, b.worker, nil)
 		var hr helmv2.HelmRelease
-		// What the kubelet shows for the worker's pod while Helm waits (Helm may remove it once it gave up).
-		var pods string
 		testenv.Eventually(t, 3*time.Minute, func() error {
-			if p := realNode.PodStates(ctx, b.vd.Namespace, map[string]string{"app.kubernetes.io/instance": workerAD}); strings.Contains(p, b.pods) {
-				pods = p
-			}
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: b.vd.Namespace, Name: workerAD}, &hr); err != nil {
 				return err
 			}
@@ -124,11 +144,16 @@ func TestNodeWorkloads(t *testing.T) {
 			}
 			return nil
 		})
-		reason, message := conditions.GetReason(&hr, "Ready"), conditions.GetMessage(&hr, "Ready")
+		var reason, message string
 		ad := &konfidencev1.ArtifactDeployment{}
 		vd := b.vd
-		want := fmt.Sprintf("2/3 artifacts ready; waiting for %s: %s", workerAD, reason)
+		// helm-controller may retry and say it anew: each check compares with what it says now.
 		testenv.Eventually(t, time.Minute, func() error {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&hr), &hr); err != nil {
+				return err
+			}
+			reason, message = conditions.GetReason(&hr, "Ready"), conditions.GetMessage(&hr, "Ready")
+			want := fmt.Sprintf("2/3 artifacts ready; waiting for %s: %s", workerAD, reason)
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: vd.Namespace, Name: workerAD}, ad); err != nil {
 				return err
 			}
@@ -143,7 +168,9 @@ func TestNodeWorkloads(t *testing.T) {
 			}
 			return nil
 		})
-		t.Logf("%s: failed %s after creation: %s: %s; pods: %s", vd.Name, time.Since(vd.CreationTimestamp.Time).Round(100*time.Millisecond), reason, firstLine(message), pods)
+		pods, _ := seen[i].Load().(string)
+		failedAfter := conditions.Get(&hr, "Ready").LastTransitionTime.Sub(vd.CreationTimestamp.Time)
+		t.Logf("%s: HelmRelease failed %s after the VectorDeployment's creation: %s: %s; pods: %s", vd.Name, failedAfter.Round(time.Second), reason, firstLine(message), pods)
 		if pods == "" {
 			t.Errorf("%s: the worker's pod never showed %q while Helm waited", vd.Name, b.pods)
 		}

@@ -55,6 +55,7 @@ test: lint vet verify-generated ## Lint, unit, envtest, end-to-end and short fuz
 	@# kustomize- and helm-controller, all built from source into a cache outside the clone on first use.
 	assets=$$(hack/test-assets.sh) && flux=$$(hack/flux-assets.sh) && \
 		KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux go test ./... -count=1 -timeout 30m
+	$(MAKE) e2e-node
 	$(MAKE) fuzz
 
 .PHONY: e2e

@@ -25,6 +25,13 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
 )
 
+// The node's programs that more than one step names.
+const (
+	kubelet       = "kubelet"
+	kubeProxy     = "kube-proxy"
+	kubeAPIServer = "kube-apiserver"
+)
+
 // Cluster is a single-node Kubernetes cluster on this machine: etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler, containerd with runc, the kubelet and kube-proxy, all in the node's network namespace, with
 // images imported rather than pulled.
@@ -153,7 +160,7 @@ func (c *Cluster) start(ctx context.Context, begin time.Time, images []Image) er
 			return fmt.Errorf("%w: %s", err, body)
 		}
 		return nil
-	}, "etcd", "kube-apiserver"); err != nil {
+	}, "etcd", kubeAPIServer); err != nil {
 		return err
 	}
 	step("kube-apiserver ready")
@@ -175,7 +182,7 @@ func (c *Cluster) start(ctx context.Context, begin time.Time, images []Image) er
 			}
 		}
 		return fmt.Errorf("node %s has no Ready condition yet", nodeName)
-	}, "kubelet", "containerd"); err != nil {
+	}, kubelet, "containerd"); err != nil {
 		return err
 	}
 	step("Node Ready")
@@ -203,7 +210,7 @@ func (c *Cluster) startControlPlane() error {
 			"--listen-client-urls=http://127.0.0.1:2379", "--advertise-client-urls=http://127.0.0.1:2379",
 			"--listen-peer-urls=http://127.0.0.1:2380", "--initial-advertise-peer-urls=http://127.0.0.1:2380",
 			"--initial-cluster=node=http://127.0.0.1:2380", "--listen-metrics-urls=", "--unsafe-no-fsync"}},
-		{"kube-apiserver", filepath.Join(c.kubeAssets, "kube-apiserver"), []string{
+		{kubeAPIServer, filepath.Join(c.kubeAssets, kubeAPIServer), []string{
 			"--etcd-servers=http://127.0.0.1:2379", "--bind-address=0.0.0.0", "--secure-port=" + apiPort,
 			"--advertise-address=" + NodeIP, "--tls-cert-file=" + pki("apiserver.crt"),
 			"--tls-private-key-file=" + pki("apiserver.key"), "--client-ca-file=" + pki("ca.crt"),
@@ -215,8 +222,8 @@ func (c *Cluster) startControlPlane() error {
 			"--service-account-key-file=" + pki("sa.pub"), "--service-account-signing-key-file=" + pki("sa.key"),
 			"--service-cluster-ip-range=" + ServiceCIDR, "--allow-privileged=true",
 			"--kubelet-preferred-address-types=InternalIP", "--cert-dir=" + c.path("apiserver-certs")}},
-		{"kube-proxy", filepath.Join(c.nodeAssets, "kube-proxy"), []string{"--config=" + c.path("etc/kube-proxy.yaml")}},
-		{"kubelet", filepath.Join(c.nodeAssets, "kubelet"), []string{"--config=" + c.path("etc/kubelet.yaml"),
+		{kubeProxy, filepath.Join(c.nodeAssets, kubeProxy), []string{"--config=" + c.path("etc/kube-proxy.yaml")}},
+		{kubelet, filepath.Join(c.nodeAssets, kubelet), []string{"--config=" + c.path("etc/kubelet.yaml"),
 			"--kubeconfig=" + c.path("etc/kubelet.kubeconfig"), "--root-dir=" + c.path("kubelet"),
 			"--cert-dir=" + c.path("kubelet/pki"), "--node-ip=" + NodeIP, "--hostname-override=" + nodeName}},
 	}
@@ -266,7 +273,7 @@ func (c *Cluster) waitFor(ctx context.Context, timeout time.Duration, what strin
 		return nil
 	}
 	if last != nil && !strings.Contains(err.Error(), "exited") {
-		err = fmt.Errorf("%w; last: %v", err, last)
+		err = fmt.Errorf("%w; last: %w", err, last)
 	}
 	return fmt.Errorf("waiting %s for %s: %w%s", timeout, what, err, c.Logs(daemons...))
 }
@@ -291,13 +298,13 @@ func (c *Cluster) Stop() error {
 		return nil
 	}
 	c.stopped = true
-	for _, name := range []string{"kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager"} {
+	for _, name := range []string{kubelet, kubeProxy, "kube-scheduler", "kube-controller-manager"} {
 		if d := c.daemon(name); d != nil {
 			d.stop(10 * time.Second)
 		}
 	}
 	errs := []error{killContainers()}
-	for _, name := range []string{"containerd", "kube-apiserver", "etcd"} {
+	for _, name := range []string{"containerd", kubeAPIServer, "etcd"} {
 		if d := c.daemon(name); d != nil {
 			d.stop(20 * time.Second)
 		}
@@ -358,7 +365,7 @@ func (c *Cluster) binaryImage(ref, name, user string) Image {
 // kubelet finds it: pods name it with imagePullPolicy IfNotPresent (or Never) and nothing is pulled.
 func (c *Cluster) ImportImage(ctx context.Context, im Image) error {
 	archive := c.path("images/" + strings.NewReplacer("/", "_", ":", "_").Replace(im.Ref) + ".tar")
-	if err := os.MkdirAll(filepath.Dir(archive), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(archive), 0o750); err != nil {
 		return err
 	}
 	f, err := os.Create(archive)

@@ -134,16 +134,16 @@ conntrack:
 // writeConfigs writes configs into dir and makes the folders the programs expect to exist.
 func writeConfigs(dir string) error {
 	for _, d := range []string{"run", "logs", "manifests", "cni/ipam", "pod-logs", "kubelet-plugins/volume/exec"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o750); err != nil {
 			return err
 		}
 	}
 	for name, body := range configs {
 		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 			return err
 		}
-		if err := os.WriteFile(path, []byte(strings.ReplaceAll(body, "DIR", dir)), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(strings.ReplaceAll(body, "DIR", dir)), 0o600); err != nil {
 			return err
 		}
 	}

@@ -64,7 +64,8 @@ func (im Image) WriteArchive(w io.Writer) error {
 		"architecture": "amd64",
 		"os":           "linux",
 		"config":       map[string]any{"Entrypoint": im.Entrypoint, "User": im.User, "Env": []string{"PATH=/usr/bin:/bin"}},
-		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layer.Digest}},
+		//nolint:goconst // "type" is the OCI config's field name
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layer.Digest}},
 	})
 	if err != nil {
 		return err

@@ -105,7 +105,7 @@ func (c *Cluster) Installer(ctx context.Context, ref string) (string, error) {
 		return "", fmt.Errorf("rendering the installer: %w\n%s", err, stderr.String())
 	}
 	path := c.path("install.yaml")
-	return path, os.WriteFile(path, out, 0o644)
+	return path, os.WriteFile(path, out, 0o600)
 }
 
 // InstallOperator builds and imports the operator's image ref, applies the installer rendered for it, as a user
@@ -160,7 +160,7 @@ func (c *Cluster) WaitAvailable(ctx context.Context, timeout time.Duration, name
 		}
 		return fmt.Errorf("%d/%d updated, %d ready, %d in all; pods: %s", s.UpdatedReplicas, want, s.ReadyReplicas, s.Replicas,
 			c.PodStates(ctx, namespace, d.Spec.Selector.MatchLabels))
-	}, "kubelet")
+	}, kubelet)
 }
 
 // PodStates describes the pods matching labels: phase, readiness and each container's state, restarts included.

@@ -28,9 +28,7 @@ func killContainers() error {
 // outlived containerd, a previous run's programs), removes the pods' cgroups and the node's network. Mounts are
 // unmounted by Stop, which knows the cluster's directory.
 func removeLeftovers() error {
-	errs := []error{killAndWait(append(podProcesses(), netnsProcesses()...))}
-	errs = append(errs, removeCgroups(), teardownNetwork())
-	return errors.Join(errs...)
+	return errors.Join(killAndWait(append(podProcesses(), netnsProcesses()...)), removeCgroups(), teardownNetwork())
 }
 
 // Leftovers lists what of a node with directory dir is still on the machine: processes, mounts, cgroups, the

@@ -28,10 +28,10 @@ func setupMountNamespace(dir string) (mntFile string, err error) {
 	var binds []string
 	for _, target := range slices.Sorted(maps.Keys(hostPaths)) {
 		source := filepath.Join(dir, "host", hostPaths[target])
-		if err := os.MkdirAll(source, 0o755); err != nil {
+		if err := os.MkdirAll(source, 0o750); err != nil {
 			return "", err
 		}
-		if err := os.MkdirAll(target, 0o755); err != nil {
+		if err := os.MkdirAll(target, 0o750); err != nil {
 			return "", err
 		}
 		binds = append(binds, "mount --bind "+source+" "+target)

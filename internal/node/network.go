@@ -38,29 +38,29 @@ const NetNSPath = "/run/netns/" + NetNS
 // ClusterIP needs one before kube-proxy's DNAT rewrites it; the host gets a route to the pods through its end
 // of the veth, so that pods reach HostIP and its answers come back. Only the namespace forwards packets.
 func setupNetwork() error {
-	host := [][]string{
-		{"netns", "add", NetNS},
-		{"link", "add", hostVeth, "type", "veth", "peer", "name", nodeVeth},
-		{"link", "set", nodeVeth, "netns", NetNS},
-		{"addr", "add", HostIP + "/30", "dev", hostVeth},
-		{"link", "set", hostVeth, "up"},
+	host := []string{
+		"netns add " + NetNS,
+		"link add " + hostVeth + " type veth peer name " + nodeVeth,
+		"link set " + nodeVeth + " netns " + NetNS,
+		"addr add " + HostIP + "/30 dev " + hostVeth,
+		"link set " + hostVeth + " up",
 	}
-	node := [][]string{
-		{"link", "set", "lo", "up"},
-		{"addr", "add", NodeIP + "/30", "dev", nodeVeth},
-		{"link", "set", nodeVeth, "up"},
-		{"link", "add", bridge, "type", "bridge"},
-		{"addr", "add", BridgeIP + "/24", "dev", bridge},
-		{"link", "set", bridge, "up"},
-		{"route", "add", ServiceCIDR, "dev", bridge},
+	node := []string{
+		"link set lo up",
+		"addr add " + NodeIP + "/30 dev " + nodeVeth,
+		"link set " + nodeVeth + " up",
+		"link add " + bridge + " type bridge",
+		"addr add " + BridgeIP + "/24 dev " + bridge,
+		"link set " + bridge + " up",
+		"route add " + ServiceCIDR + " dev " + bridge,
 	}
 	for _, args := range host {
-		if err := run("ip", args...); err != nil {
+		if err := run("ip", strings.Fields(args)...); err != nil {
 			return err
 		}
 	}
 	for _, args := range node {
-		if err := run("ip", append([]string{"-n", NetNS}, args...)...); err != nil {
+		if err := run("ip", append([]string{"-n", NetNS}, strings.Fields(args)...)...); err != nil {
 			return err
 		}
 	}

@@ -32,8 +32,8 @@ const nodeName = "node"
 
 var identities = []identity{
 	{"admin", "admin", []string{"system:masters"}},
-	{"kubelet", "system:node:" + nodeName, []string{"system:nodes"}},
-	{"kube-proxy", "system:kube-proxy", nil},
+	{kubelet, "system:node:" + nodeName, []string{"system:nodes"}},
+	{kubeProxy, "system:kube-proxy", nil},
 	{"kube-controller-manager", "system:kube-controller-manager", nil},
 	{"kube-scheduler", "system:kube-scheduler", nil},
 }
@@ -64,7 +64,7 @@ func pki(dir string) (caPEM []byte, err error) {
 		return nil, err
 	}
 	serving := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver"},
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: kubeAPIServer},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		IPAddresses: []net.IP{net.ParseIP(NodeIP), net.ParseIP(APIServiceIP), net.ParseIP("127.0.0.1")},

@@ -55,11 +55,18 @@ test: lint vet verify-generated ## Lint, unit, envtest, end-to-end and short fuz
 	@# kustomize- and helm-controller, all built from source into a cache outside the clone on first use.
 	assets=$$(hack/test-assets.sh) && flux=$$(hack/flux-assets.sh) && \
 		KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux go test ./... -count=1 -timeout 30m
+	$(MAKE) e2e-node
 	$(MAKE) fuzz
 
 .PHONY: e2e
 e2e: ## End-to-end tests: on the embedded control plane, or on an existing cluster with E2E_KUBECONFIG (Flux and make deploy installed; E2E_REGISTRY_HOST: this machine's address as the cluster's pods reach it).
 	go test ./e2e -count=1 -v -timeout 30m
+
+.PHONY: e2e-node
+e2e-node: ## End-to-end tests on a real node of this machine (root; kubelet, containerd, Flux and the operator as pods from images built here; first run builds them).
+	assets=$$(hack/test-assets.sh) && flux=$$(hack/flux-assets.sh) && node=$$(hack/node-assets.sh) && \
+		E2E_NODE=1 KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux NODE_ASSETS=$$node \
+		go test ./e2e -run '^TestNode' -count=1 -v -timeout 30m
 
 .PHONY: e2e-kind
 e2e-kind: ## End-to-end tests on a new kind cluster with Flux and the operator's image (needs Docker and internet).

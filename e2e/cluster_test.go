@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -23,6 +24,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
+	"github.com/fluxdeployer/fluxdeployer/internal/node"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
@@ -30,6 +32,9 @@ import (
 var (
 	cluster *controlplane.Cluster
 	env     *testenv.Env
+	// realNode is the single-node cluster of internal/node when E2E_NODE is set: Flux and the operator run there as
+	// pods, installed from their manifests, and the workloads' pods really start.
+	realNode *node.Cluster
 )
 
 // The suite runs on the embedded cluster of internal/controlplane, or, with E2E_KUBECONFIG, on an existing
@@ -40,6 +45,10 @@ func TestMain(m *testing.M) {
 	var err error
 	if path := os.Getenv("E2E_KUBECONFIG"); path != "" {
 		env, err = controlplane.Connect(path)
+	} else if os.Getenv("E2E_NODE") != "" {
+		if realNode, err = startRealNode(context.Background()); err == nil {
+			env, err = controlplane.Connect(realNode.AdminKubeconfig)
+		}
 	} else if cluster, err = controlplane.StartCluster(context.Background(), os.Stderr); err == nil {
 		env = cluster.APIServer
 	}
@@ -48,6 +57,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if realNode != nil {
+		if err := realNode.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the node:", err)
+			code = 1
+		}
+	}
 	if cluster != nil {
 		if err := cluster.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping the cluster:", err)
@@ -57,9 +72,39 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// startRealNode starts the node and installs Flux from its install manifests and the operator from its
+// installer, with images built here.
+func startRealNode(ctx context.Context) (*node.Cluster, error) {
+	c, err := node.Start(ctx, os.Stderr)
+	if err != nil {
+		return nil, err
+	}
+	ref, err := node.OperatorImage()
+	if err == nil {
+		err = c.InstallFlux(ctx, os.Stderr)
+	}
+	if err == nil {
+		err = c.InstallOperator(ctx, ref)
+	}
+	if err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
+	fmt.Fprintln(os.Stderr, "node:", strings.Join(c.Started, ", "))
+	return c, nil
+}
+
 // newRegistry starts the in-process registry the test publishes to, reachable by the cluster.
 func newRegistry(t *testing.T) *ocmtest.Registry {
 	t.Helper()
+	if realNode != nil {
+		// The host's end of the node's veth, which the pods reach.
+		reg, err := ocmtest.ListenRegistry(net.JoinHostPort(node.HostIP, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(reg.Close)
+		return reg
+	}
 	host := os.Getenv("E2E_REGISTRY_HOST")
 	if host == "" {
 		return ocmtest.NewRegistry(t)

@@ -58,7 +58,7 @@ func FluxCRDDirs() []string {
 // admission plugin, as production clusters do, so that an owner reference with blockOwnerDeletion needs update
 // rights on the owner's finalizers.
 func StartAPIServer(assetsDir string, extraCRDDirs ...string) (_ *APIServer, err error) {
-	scheme, err := newScheme()
+	scheme, err := NewScheme()
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func Connect(kubeconfigPath string) (*APIServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	scheme, err := newScheme()
+	scheme, err := NewScheme()
 	if err != nil {
 		return nil, err
 	}
@@ -148,8 +148,8 @@ func (s *APIServer) Restart() error {
 	return nil
 }
 
-// newScheme knows Kubernetes' kinds, CRDs, the project's kinds and the Flux kinds it writes.
-func newScheme() (*kruntime.Scheme, error) {
+// NewScheme knows Kubernetes' kinds, CRDs, the project's kinds and the Flux kinds it writes.
+func NewScheme() (*kruntime.Scheme, error) {
 	scheme := kruntime.NewScheme()
 	for _, add := range []func(*kruntime.Scheme) error{
 		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, konfidencev1.AddToScheme,

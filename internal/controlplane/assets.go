@@ -20,6 +20,13 @@ func FluxAssets(progress io.Writer) (string, error) {
 	return assets("FLUX_ASSETS", "flux-assets.sh", progress)
 }
 
+// NodeAssets is the folder with the kubelet, kube-scheduler, kube-proxy, containerd, its runc shim and ctr:
+// NODE_ASSETS, or what hack/node-assets.sh builds into the cache on first use (it also installs runc, the CNI
+// plugins and iptables from the distribution's packages when they are missing).
+func NodeAssets(progress io.Writer) (string, error) {
+	return assets("NODE_ASSETS", "node-assets.sh", progress)
+}
+
 func assets(envVar, script string, progress io.Writer) (string, error) {
 	if dir := os.Getenv(envVar); dir != "" {
 		return dir, nil

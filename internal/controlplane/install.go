@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,10 +63,12 @@ func InstallOperator(ctx context.Context, c client.Client) error {
 	if err != nil {
 		return err
 	}
+	return Apply(ctx, c, slices.DeleteFunc(objs, func(u *unstructured.Unstructured) bool { return u.GetKind() == "Deployment" }))
+}
+
+// Apply applies the objects in order with server-side apply, as `kubectl apply --server-side` would.
+func Apply(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
 	for _, u := range objs {
-		if u.GetKind() == "Deployment" {
-			continue
-		}
 		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("controlplane"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 		}

@@ -179,6 +179,80 @@ spec:
 	}}
 }
 
+// workloadDeployment is a Deployment of one container serving HTTP on 8080 whose readiness the kubelet probes
+// on /readyz, as a non-root user on a read-only root filesystem. NAME, IMAGE and ARGS are replaced.
+const workloadDeployment = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: NAME
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app.kubernetes.io/instance: NAME
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/instance: NAME
+    spec:
+      terminationGracePeriodSeconds: 5
+      securityContext:
+        runAsNonRoot: true
+        runAsUser: 65532
+      containers:
+        - name: app
+          image: IMAGE
+          imagePullPolicy: IfNotPresent
+          args: ARGS
+          ports:
+            - name: http
+              containerPort: 8080
+          readinessProbe:
+            httpGet:
+              path: /readyz
+              port: http
+            periodSeconds: 1
+          securityContext:
+            allowPrivilegeEscalation: false
+            readOnlyRootFilesystem: true
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: NAME
+  annotations:
+    konfidence.cloud/deployment-result: web
+spec:
+  selector:
+    app.kubernetes.io/instance: NAME
+  ports:
+    - name: http
+      port: 80
+      targetPort: http
+      protocol: TCP
+`
+
+func workload(name, image string, args []string) string {
+	quoted, _ := json.Marshal(append([]string{}, args...))
+	return strings.NewReplacer("NAME", name, "IMAGE", image, "ARGS", string(quoted)).Replace(workloadDeployment)
+}
+
+// WorkloadChart renders a Deployment of image (run with args) named after the release, and its Service as the
+// deployment result "web": a workload that really starts on a node, whose readiness Helm waits for.
+func WorkloadChart(name, version, image string, args ...string) Chart {
+	return Chart{Name: name, Version: version, Files: map[string]string{
+		"templates/workload.yaml": workload("{{ .Release.Name }}", image, args),
+	}}
+}
+
+// WorkloadBundle is a Kustomize bundle of the same Deployment and Service, named app.
+func WorkloadBundle(image string, args ...string) map[string]string {
+	return map[string]string{
+		"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - workload.yaml\n",
+		"workload.yaml":      workload("app", image, args),
+	}
+}
+
 // ConfigBundle is a Kustomize bundle with one ConfigMap, app-config.
 var ConfigBundle = map[string]string{
 	"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - configmap.yaml\n",

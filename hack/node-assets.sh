@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Builds what a real node needs besides the control plane of hack/test-assets.sh, into a versioned cache folder
+# outside the clone, and prints that folder (the node suite's NODE_ASSETS):
+#   - kubelet, kube-scheduler and kube-proxy 1.36.3 from the tools module hack/tools/kube, stamped with their
+#     version (an unstamped build reports v0.0.0-master+$Format:%H$, which clients fail to parse);
+#   - containerd 2.4, its runc shim and ctr from the tools module hack/tools/containerd (Kubernetes 1.36's kubelet
+#     needs containerd 2.x);
+#   - runc, the CNI plugins (bridge, host-local, loopback) and the iptables and conntrack tools kube-proxy runs,
+#     installed from Debian's packages when missing.
+# When everything is present it does nothing. Cold, on 2 cores, after hack/test-assets.sh: about 10 minutes for the
+# kubelet, 3 for containerd, under a minute for the rest.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+kube_version=1.36.3
+containerd_version=2.4.2
+cache=${FLUXDEPLOYER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fluxdeployer}
+dir=$cache/node/$kube_version-containerd$containerd_version
+# Test packages run in parallel and each may call this script: one builds, the others wait for it.
+mkdir -p "$cache"
+exec 9>"$cache/.build.lock"
+flock 9
+
+# The version the kubelet reports to the API server and kube-proxy's clients parse.
+kube_ldflags=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  kube_ldflags+=" -X $pkg.gitVersion=v$kube_version -X $pkg.gitMajor=${kube_version%%.*}"
+  minor=${kube_version#*.}
+  kube_ldflags+=" -X $pkg.gitMinor=${minor%%.*} -X $pkg.gitTreeState=clean"
+done
+
+build() { # module-dir package binary expected-time ldflags
+  local out=$dir/$3
+  [ -x "$out" ] && return 0
+  mkdir -p "$dir"
+  echo "building $3 into $dir (first run only, about $4 on 2 cores)" >&2
+  (cd "$root/hack/tools/$1" && go build -trimpath -ldflags "$5" -o "$out.tmp" "$2") >&2
+  mv "$out.tmp" "$out"
+}
+
+build kube k8s.io/kubernetes/cmd/kubelet kubelet "10 minutes" "$kube_ldflags"
+build kube k8s.io/kubernetes/cmd/kube-scheduler kube-scheduler "30 seconds" "$kube_ldflags"
+build kube k8s.io/kubernetes/cmd/kube-proxy kube-proxy "30 seconds" "$kube_ldflags"
+# Without cgo containerd needs no C headers (its btrfs snapshotter is left out; overlayfs is used).
+export CGO_ENABLED=0
+containerd_ldflags="-X github.com/containerd/containerd/v2/version.Version=v$containerd_version"
+build containerd github.com/containerd/containerd/v2/cmd/containerd containerd "3 minutes" "$containerd_ldflags"
+build containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 containerd-shim-runc-v2 \
+  "10 seconds" "$containerd_ldflags"
+build containerd github.com/containerd/containerd/v2/cmd/ctr ctr "20 seconds" "$containerd_ldflags"
+
+# runc, the CNI plugins and kube-proxy's tools come from the distribution, where containerd, the kubelet and
+# kube-proxy expect them.
+packages=(runc containernetworking-plugins iptables conntrack)
+if [ ! -x /usr/sbin/runc ] || [ ! -x /usr/lib/cni/bridge ] || [ ! -x /usr/sbin/iptables-restore ] ||
+  [ ! -x /usr/sbin/conntrack ]; then
+  echo "installing ${packages[*]} from Debian (first run only, about 30 seconds)" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get install -y -q --no-install-recommends "${packages[@]}" ||
+    { apt-get update -q && apt-get install -y -q --no-install-recommends "${packages[@]}"; }; } >&2
+fi
+echo "$dir"

@@ -1,0 +1,187 @@
+package node
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
+)
+
+// SourceControllerIP is the ClusterIP of source-controller's Service, fixed because there is no cluster DNS:
+// source-controller advertises its artifacts' URLs there, and kustomize- and helm-controller fetch them there.
+const SourceControllerIP = "10.96.0.20"
+
+// FluxNamespace is where Flux's controllers run.
+const FluxNamespace = "flux-system"
+
+// fluxManifest installs Flux's three controllers as Flux's own install manifests do (see its header).
+//
+//go:embed manifests/flux.yaml
+var fluxManifest string
+
+// fluxImages are the images fluxManifest names, each holding a binary the test assets built.
+var fluxImages = map[string]string{
+	"source-controller":    "ghcr.io/fluxcd/source-controller:v1.9.6",
+	"kustomize-controller": "ghcr.io/fluxcd/kustomize-controller:v1.9.6",
+	"helm-controller":      "ghcr.io/fluxcd/helm-controller:0f61a86",
+}
+
+// InstallFlux imports images of the Flux controllers the test assets built (building them on first use, printing
+// progress), installs Flux's CRDs and applies Flux's install manifests, and waits until the three Deployments
+// are Available.
+func (c *Cluster) InstallFlux(ctx context.Context, progress io.Writer) error {
+	begin := time.Now()
+	fluxAssets, err := controlplane.FluxAssets(progress)
+	if err != nil {
+		return fmt.Errorf("building the Flux controllers: %w", err)
+	}
+	for name, ref := range fluxImages {
+		bin := "/usr/local/bin/" + name
+		im := Image{Ref: ref, Files: map[string]string{bin: filepath.Join(fluxAssets, name)}, Entrypoint: []string{bin}, User: "65534:65534"}
+		if err := c.ImportImage(ctx, im); err != nil {
+			return err
+		}
+	}
+	if _, err := envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{Paths: controlplane.FluxCRDDirs(), ErrorIfPathMissing: true}); err != nil {
+		return fmt.Errorf("installing Flux's CRDs: %w", err)
+	}
+	objs, err := controlplane.Decode([]byte(strings.ReplaceAll(fluxManifest, "SOURCE_CONTROLLER_IP", SourceControllerIP)))
+	if err != nil {
+		return err
+	}
+	if err := controlplane.Apply(ctx, c.Client, objs); err != nil {
+		return err
+	}
+	for name := range fluxImages {
+		if err := c.WaitAvailable(ctx, 3*time.Minute, FluxNamespace, name); err != nil {
+			return err
+		}
+	}
+	c.Started = append(c.Started, fmt.Sprintf("Flux installed and Available in %s", time.Since(begin).Round(10*time.Millisecond)))
+	return nil
+}
+
+// OperatorImage is the operator's release image, as `make build-installer` names it by default.
+func OperatorImage() (string, error) {
+	version, err := os.ReadFile(filepath.Join(controlplane.RepoRoot(), "VERSION"))
+	if err != nil {
+		return "", err
+	}
+	return "ghcr.io/fluxdeployer/fluxdeployer:" + strings.TrimSpace(string(version)), nil
+}
+
+// BuildOperatorImage builds the operator's image ref with hack/image, as `make image` does, and imports it.
+func (c *Cluster) BuildOperatorImage(ctx context.Context, ref string) error {
+	archive := c.path("images/fluxdeployer.tar")
+	cmd := exec.CommandContext(ctx, "go", "run", "./hack/image", "-img", ref, "-tarball", archive)
+	cmd.Dir = controlplane.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the operator's image: %w\n%s", err, out)
+	}
+	defer func() { _ = os.Remove(archive) }()
+	return c.ImportArchive(ctx, archive)
+}
+
+// Installer renders what `make build-installer IMG=ref` writes to dist/install.yaml (the same script), into the
+// cluster's directory, and returns its path.
+func (c *Cluster) Installer(ctx context.Context, ref string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(controlplane.RepoRoot(), "hack", "kustomize-with-image.sh"), ref)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("rendering the installer: %w\n%s", err, stderr.String())
+	}
+	path := c.path("install.yaml")
+	return path, os.WriteFile(path, out, 0o600)
+}
+
+// InstallOperator builds and imports the operator's image ref, applies the installer rendered for it, as a user
+// applies dist/install.yaml, and waits until the operator's Deployment is Available.
+func (c *Cluster) InstallOperator(ctx context.Context, ref string) error {
+	begin := time.Now()
+	if err := c.BuildOperatorImage(ctx, ref); err != nil {
+		return err
+	}
+	if err := c.ApplyInstaller(ctx, ref); err != nil {
+		return err
+	}
+	if err := c.WaitAvailable(ctx, 2*time.Minute, controlplane.OperatorNamespace, "fluxdeployer"); err != nil {
+		return err
+	}
+	c.Started = append(c.Started, fmt.Sprintf("operator installed and Available in %s", time.Since(begin).Round(10*time.Millisecond)))
+	return nil
+}
+
+// ApplyInstaller renders the installer for the image ref and applies it.
+func (c *Cluster) ApplyInstaller(ctx context.Context, ref string) error {
+	path, err := c.Installer(ctx, ref)
+	if err != nil {
+		return err
+	}
+	manifest, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	objs, err := controlplane.Decode(manifest)
+	if err != nil {
+		return err
+	}
+	return controlplane.Apply(ctx, c.Client, objs)
+}
+
+// WaitAvailable waits until the Deployment's pods of its current template are all updated and ready; the error
+// tells the state of its pods and the kubelet's last lines.
+func (c *Cluster) WaitAvailable(ctx context.Context, timeout time.Duration, namespace, name string) error {
+	d := &appsv1.Deployment{}
+	return c.waitFor(ctx, timeout, fmt.Sprintf("Deployment %s/%s Available", namespace, name), func() error {
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, d); err != nil {
+			return err
+		}
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		s := d.Status
+		if s.ObservedGeneration == d.Generation && s.UpdatedReplicas == want && s.ReadyReplicas == want && s.Replicas == want {
+			return nil
+		}
+		return fmt.Errorf("%d/%d updated, %d ready, %d in all; pods: %s", s.UpdatedReplicas, want, s.ReadyReplicas, s.Replicas,
+			c.PodStates(ctx, namespace, d.Spec.Selector.MatchLabels))
+	}, kubelet)
+}
+
+// PodStates describes the pods matching labels: phase, readiness and each container's state, restarts included.
+func (c *Cluster) PodStates(ctx context.Context, namespace string, labels map[string]string) string {
+	pods := &corev1.PodList{}
+	if err := c.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels(labels)); err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "[%s %s", p.Name, p.Status.Phase)
+		for _, s := range p.Status.ContainerStatuses {
+			fmt.Fprintf(&b, " %s ready=%t restarts=%d", s.Name, s.Ready, s.RestartCount)
+			switch {
+			case s.State.Waiting != nil:
+				fmt.Fprintf(&b, " waiting %s: %s", s.State.Waiting.Reason, s.State.Waiting.Message)
+			case s.State.Terminated != nil:
+				fmt.Fprintf(&b, " terminated %s (exit %d)", s.State.Terminated.Reason, s.State.Terminated.ExitCode)
+			}
+		}
+		b.WriteString("] ")
+	}
+	return b.String()
+}

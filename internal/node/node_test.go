@@ -1,0 +1,96 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+)
+
+// TestNodeRunsPodsAndLeavesNothing starts the node, runs a Deployment of the workload image whose readiness the
+// kubelet probes, reaches it through its Service (kube-proxy) from another pod, and stops the node: afterwards no
+// process, mount, cgroup, network namespace or interface of it is left.
+func TestNodeRunsPodsAndLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	c := startNode(t)
+
+	labels := map[string]string{"app": "web"}
+	deploy := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "web", Image: WorkloadImage, ImagePullPolicy: corev1.PullNever,
+					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+					ReadinessProbe: &corev1.Probe{
+						ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("http")}},
+						PeriodSeconds: 1,
+					},
+				}}},
+			},
+		},
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http")}}},
+	}
+	created := time.Now()
+	for _, obj := range []client.Object{deploy, svc} {
+		if err := c.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 2*time.Minute, func() error {
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(deploy), deploy); err != nil {
+			return err
+		}
+		if deploy.Status.ReadyReplicas != 2 {
+			return fmt.Errorf("Deployment web: %d of 2 replicas ready: %+v", deploy.Status.ReadyReplicas, deploy.Status.Conditions)
+		}
+		return nil
+	})
+	t.Logf("Deployment of 2 pods ready %s after creation", time.Since(created).Round(10*time.Millisecond))
+
+	// A client pod fetches the Service's ClusterIP: its exit status is the answer's.
+	get := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "get"},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
+			Name: "get", Image: WorkloadImage, ImagePullPolicy: corev1.PullNever,
+			Args: []string{"-get", "http://" + svc.Spec.ClusterIP + "/"},
+		}}},
+	}
+	if err := c.Client.Create(ctx, get); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, func() error {
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(get), get); err != nil {
+			return err
+		}
+		if get.Status.Phase != corev1.PodSucceeded {
+			return fmt.Errorf("pod get (GET http://%s/): %s %+v", svc.Spec.ClusterIP, get.Status.Phase, get.Status.ContainerStatuses)
+		}
+		return nil
+	})
+
+	dir := c.Dir
+	begin := time.Now()
+	if err := c.Stop(); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	t.Logf("node stopped in %s", time.Since(begin).Round(10*time.Millisecond))
+	if left := Leftovers(dir); len(left) > 0 {
+		t.Errorf("left behind after Stop:\n%v", left)
+	}
+}

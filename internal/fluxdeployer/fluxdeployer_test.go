@@ -17,4 +17,5 @@ func TestFluxDeployer(t *testing.T) {
 	t.Run("Teardown", func(t *testing.T) { testTeardown(t, h) })
 	t.Run("TargetNameConflict", func(t *testing.T) { testTargetNameConflict(t, h) })
 	t.Run("SecretPresence", func(t *testing.T) { testSecretPresence(t, h) })
+	t.Run("ForeignFields", func(t *testing.T) { testForeignFields(t, h) })
 }

@@ -10,7 +10,6 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -145,8 +144,7 @@ func testGoldenFluxObjects(t *testing.T, h *harness) {
 			ns := "golden-" + tc.name
 			h.namespace(t, ns)
 			for _, name := range tc.secrets {
-				h.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Type: corev1.SecretTypeDockerConfigJson,
-					Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}})
+				h.create(t, pullSecret(ns, name))
 			}
 			h.configMap(t, ns, tc.config)
 			r, recorder := h.direct(ns)

@@ -83,25 +83,13 @@ func testTargetNameConflict(t *testing.T, h *harness) {
 		h.create(t, holder)
 		waitForFlux(t, h, older, holder.Name, &kustomizev1.Kustomization{}, func(client.Object) error { return nil })
 		waitForNextSecond(t, h, holder)
-		clash := claimTestAD(younger, "settings-1-0-0-claim1hash", KustomizeManifestType, "claim1hash", bundle)
-		h.create(t, clash)
-		waitForReady(t, h, clash, False, konfidencev1.TargetNameConflictReason)
-		waitForWarning(t, h, younger, clash.Name, konfidencev1.TargetNameConflictReason)
-		if err := h.env.Client.Get(ctx, client.ObjectKeyFromObject(clash), &kustomizev1.Kustomization{}); !apierrors.IsNotFound(err) {
-			t.Errorf("a Kustomization was applied for the loser: %v", err)
-		}
+		assertKustomizationRefused(t, h, claimTestAD(younger, "settings-1-0-0-claim1hash", KustomizeManifestType, "claim1hash", bundle))
 	})
 
 	t.Run("a Kustomization cannot render another namespace's Helm release names", func(t *testing.T) {
 		// The same component and version as the release, as a kustomize artifact: its suffix -1-0-0-claim0hash
 		// turns a bundle object shop-frontend into shop-frontend-1-0-0-claim0hash, the release's Service.
-		clash := claimTestAD(younger, "frontend-1-0-0-claim0hash", KustomizeManifestType, "claim0hash", bundle)
-		h.create(t, clash)
-		waitForReady(t, h, clash, False, konfidencev1.TargetNameConflictReason)
-		waitForWarning(t, h, younger, clash.Name, konfidencev1.TargetNameConflictReason)
-		if err := h.env.Client.Get(ctx, client.ObjectKeyFromObject(clash), &kustomizev1.Kustomization{}); !apierrors.IsNotFound(err) {
-			t.Errorf("a Kustomization was applied over the release's names: %v", err)
-		}
+		assertKustomizationRefused(t, h, claimTestAD(younger, "frontend-1-0-0-claim0hash", KustomizeManifestType, "claim0hash", bundle))
 	})
 
 	t.Run("an edited annotation moves no claim", func(t *testing.T) {
@@ -151,6 +139,18 @@ func testTargetNameConflict(t *testing.T, h *harness) {
 		})
 		waitForReady(t, h, second, Unknown, meta.ProgressingReason)
 	})
+}
+
+// assertKustomizationRefused creates clash and waits until it is refused with TargetNameConflict and a warning,
+// without a Kustomization.
+func assertKustomizationRefused(t *testing.T, h *harness, clash *konfidencev1.ArtifactDeployment) {
+	t.Helper()
+	h.create(t, clash)
+	waitForReady(t, h, clash, False, konfidencev1.TargetNameConflictReason)
+	waitForWarning(t, h, clash.Namespace, clash.Name, konfidencev1.TargetNameConflictReason)
+	if err := h.env.Client.Get(context.Background(), client.ObjectKeyFromObject(clash), &kustomizev1.Kustomization{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a Kustomization was applied for the loser %s/%s: %v", clash.Namespace, clash.Name, err)
+	}
 }
 
 func claimTestAD(namespace, name, manifestType, hash string, resources ...konfidencev1.Resource) *konfidencev1.ArtifactDeployment {

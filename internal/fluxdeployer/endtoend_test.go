@@ -151,13 +151,14 @@ func testEndToEnd(t *testing.T, h *harness) {
 	})
 
 	t.Run("configuration change updates and leaves other writers' fields", func(t *testing.T) {
-		// Another writer owns spec.values.
-		values := &unstructured.Unstructured{Object: map[string]any{
+		// Another writer owns spec.maxHistory, which tunes helm-controller and changes nothing that is deployed
+		// (fields that do are the deployer's: see testForeignFields).
+		history := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": helmv2.GroupVersion.String(), "kind": helmv2.HelmReleaseKind,
 			"metadata": map[string]any{"name": name53, "namespace": ns},
-			"spec":     map[string]any{"values": map[string]any{"replicas": int64(2)}},
+			"spec":     map[string]any{"maxHistory": int64(7)},
 		}}
-		if err := h.env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(values), client.FieldOwner("platform-team")); err != nil {
+		if err := h.env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(history), client.FieldOwner("platform-team")); err != nil {
 			t.Fatal(err)
 		}
 		cm := &corev1.ConfigMap{}
@@ -174,8 +175,8 @@ func testEndToEnd(t *testing.T, h *harness) {
 			}
 			return nil
 		})
-		if hr.Spec.Values == nil || !strings.Contains(string(hr.Spec.Values.Raw), `"replicas":2`) {
-			t.Errorf("values of another writer lost: %v", hr.Spec.Values)
+		if hr.Spec.MaxHistory == nil || *hr.Spec.MaxHistory != 7 {
+			t.Errorf("maxHistory of another writer lost: %v", hr.Spec.MaxHistory)
 		}
 		managers := map[string]bool{}
 		for _, f := range hr.ManagedFields {

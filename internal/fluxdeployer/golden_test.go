@@ -171,28 +171,35 @@ func testGoldenFluxObjects(t *testing.T, h *harness) {
 			compareGolden(t, h.env.Scheme, filepath.Join("testdata", "golden", tc.name+".yaml"), stored)
 
 			// Reconciling unchanged input again writes nothing: no apply, no status patch, no event.
-			counter := &testenv.RequestRecorder{}
-			c, err := client.New(counter.Wrap(h.env.Config), client.Options{Scheme: h.env.Scheme})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.client, r.apiReader, r.configReader, r.serviceReader = c, c, c, c
-			if _, err := h.reconcile(t, r, ad); err != nil {
-				t.Fatal(err)
-			}
-			requests := counter.Take()
-			if len(requests) == 0 {
-				t.Fatal("the counting client saw no requests")
-			}
-			for _, req := range requests {
-				if !strings.HasPrefix(req, "GET ") {
-					t.Errorf("second reconcile wrote: %s", req)
-				}
-			}
+			h.assertReconcileOnlyReads(t, r, ad)
 			if evs := drainEvents(recorder); len(evs) != 0 {
 				t.Errorf("second reconcile emitted events %q", evs)
 			}
 		})
+	}
+}
+
+// assertReconcileOnlyReads reconciles ad once more, through a client that counts requests, and fails on any write.
+// r reads through that client afterwards.
+func (h *harness) assertReconcileOnlyReads(t *testing.T, r *Reconciler, ad *konfidencev1.ArtifactDeployment) {
+	t.Helper()
+	counter := &testenv.RequestRecorder{}
+	c, err := client.New(counter.Wrap(h.env.Config), client.Options{Scheme: h.env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.client, r.apiReader, r.configReader, r.serviceReader = c, c, c, c
+	if _, err := h.reconcile(t, r, ad); err != nil {
+		t.Fatal(err)
+	}
+	requests := counter.Take()
+	if len(requests) == 0 {
+		t.Fatal("the counting client saw no requests")
+	}
+	for _, req := range requests {
+		if !strings.HasPrefix(req, "GET ") {
+			t.Errorf("reconcile of unchanged input wrote: %s", req)
+		}
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
-	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
 // intrusion is what another writer of a Flux object adds to its spec: a server-side apply under its own field
@@ -128,20 +127,7 @@ func testForeignFields(t *testing.T, h *harness) {
 			assertEvent(t, evs, corev1.EventTypeNormal, konfidencev1.FluxObjectUpdatedReason)
 
 			// Taken back, the objects are as desired: the next reconcile only reads.
-			counter := &testenv.RequestRecorder{}
-			c, err := client.New(counter.Wrap(h.env.Config), client.Options{Scheme: h.env.Scheme})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.client, r.apiReader, r.configReader, r.serviceReader = c, c, c, c
-			if _, err := h.reconcile(t, r, ad); err != nil {
-				t.Fatal(err)
-			}
-			for _, req := range counter.Take() {
-				if !strings.HasPrefix(req, "GET ") {
-					t.Errorf("reconcile after the revert wrote: %s", req)
-				}
-			}
+			h.assertReconcileOnlyReads(t, r, ad)
 		})
 	}
 }

@@ -51,6 +51,9 @@ const (
 // anyway. It counts as created, which only costs an "updated" event when the cache lags behind another writer's
 // change to an object that exists.
 //
+// Either way, what another writer set in the fields the deployer owns by leaving them unset (ownedUnset) is then
+// taken back, which counts as an update.
+//
 // Kept rather than fluxcd/pkg/ssa's ResourceManager.Apply (Flux's own): on objects already as desired the library
 // reads each one from the API server and sends a dry-run apply to detect drift, 2 requests per object on every
 // reconcile against 0 here, 13 ms against 0.12 ms per object (BenchmarkSteadyStateApply, envtest, 2 cores, 6 runs).
@@ -134,12 +137,12 @@ func foreignFields(desired, live map[string]any) [][]string {
 	}
 	for _, path := range ownedMaps {
 		want, wanted, _ := unstructured.NestedFieldNoCopy(desired, append([]string{"spec"}, path...)...)
+		if !wanted {
+			continue // not a map of this kind
+		}
 		got, _, _ := unstructured.NestedFieldNoCopy(live, append([]string{"spec"}, path...)...)
 		wantMap, _ := want.(map[string]any)
 		gotMap, _ := got.(map[string]any)
-		if !wanted {
-			continue
-		}
 		for _, key := range slices.Sorted(maps.Keys(gotMap)) {
 			if _, ok := wantMap[key]; !ok {
 				foreign = append(foreign, append(slices.Clone(path), key))

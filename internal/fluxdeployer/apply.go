@@ -104,43 +104,43 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object) (applyOutcome
 // writer of the Flux object (anyone who may patch it) would deploy other content than the verified vector's, and
 // keep doing so; the deployer takes each of them back (revertForeignFields). Defaulted fields are not listed: the
 // API server would set them again.
-var ownedUnset = map[string][][]string{
-	sourcev1.HelmRepositoryKind: {{"insecure"}, {"secretRef"}, {"passCredentials"}},
+var ownedUnset = map[string][]string{
+	sourcev1.HelmRepositoryKind: {"insecure", "secretRef", "passCredentials"},
 	sourcev1.OCIRepositoryKind: {
-		{"ref", "digest"}, {"ref", "tag"}, {"ref", "semver"}, {"ref", "semverFilter"},
-		{"layerSelector"}, {"ignore"}, {"insecure"}, {"secretRef"},
+		"ref.digest", "ref.tag", "ref.semver", "ref.semverFilter", "layerSelector", "ignore", "insecure", "secretRef",
 	},
 	helmv2.HelmReleaseKind: {
-		{"values"}, {"valuesFrom"}, {"postRenderers"}, {"chart", "spec", "valuesFiles"},
-		{"chart", "spec", "sourceRef", "namespace"}, {"chartRef", "namespace"},
-		{"commonMetadata", "annotations"}, {"kubeConfig"}, {"serviceAccountName"},
+		"values", "valuesFrom", "postRenderers", "chart.spec.valuesFiles", "chart.spec.sourceRef.namespace",
+		"chartRef.namespace", "commonMetadata.annotations", "kubeConfig", "serviceAccountName",
 	},
 	kustomizev1.KustomizationKind: {
-		{"patches"}, {"images"}, {"postBuild"}, {"components"}, {"namePrefix"}, {"sourceRef", "namespace"},
-		{"commonMetadata", "annotations"}, {"kubeConfig"}, {"serviceAccountName"},
+		"patches", "images", "postBuild", "components", "namePrefix", "sourceRef.namespace",
+		"commonMetadata.annotations", "kubeConfig", "serviceAccountName",
 	},
 }
 
 // ownedMaps are spec maps the deployer owns whole: another writer's keys in them are taken back too (labels on
 // every rendered object).
-var ownedMaps = [][]string{{"commonMetadata", "labels"}}
+var ownedMaps = []string{"commonMetadata.labels"}
 
 // foreignFields lists the fields of live's spec that the deployer owns and did not set in desired: another
-// writer's. Both are objects in their unstructured form.
+// writer's, each as its path from the object's root. Both are objects in their unstructured form.
 func foreignFields(desired, live map[string]any) [][]string {
 	var foreign [][]string
 	kind, _ := desired["kind"].(string)
-	for _, path := range ownedUnset[kind] {
-		if hasSpecField(live, path) && !hasSpecField(desired, path) {
+	for _, field := range ownedUnset[kind] {
+		path := specPath(field)
+		if hasField(live, path) && !hasField(desired, path) {
 			foreign = append(foreign, path)
 		}
 	}
-	for _, path := range ownedMaps {
-		want, wanted, _ := unstructured.NestedFieldNoCopy(desired, append([]string{"spec"}, path...)...)
+	for _, field := range ownedMaps {
+		path := specPath(field)
+		want, wanted, _ := unstructured.NestedFieldNoCopy(desired, path...)
 		if !wanted {
 			continue // not a map of this kind
 		}
-		got, _, _ := unstructured.NestedFieldNoCopy(live, append([]string{"spec"}, path...)...)
+		got, _, _ := unstructured.NestedFieldNoCopy(live, path...)
 		wantMap, _ := want.(map[string]any)
 		gotMap, _ := got.(map[string]any)
 		for _, key := range slices.Sorted(maps.Keys(gotMap)) {
@@ -152,8 +152,13 @@ func foreignFields(desired, live map[string]any) [][]string {
 	return foreign
 }
 
-func hasSpecField(obj map[string]any, path []string) bool {
-	_, found, _ := unstructured.NestedFieldNoCopy(obj, append([]string{"spec"}, path...)...)
+// specPath is the path of a dotted spec field from the object's root.
+func specPath(field string) []string {
+	return strings.Split("spec."+field, ".")
+}
+
+func hasField(obj map[string]any, path []string) bool {
+	_, found, _ := unstructured.NestedFieldNoCopy(obj, path...)
 	return found
 }
 
@@ -167,8 +172,8 @@ func (r *Reconciler) revertForeignFields(ctx context.Context, outcome applyOutco
 	patch := map[string]any{}
 	names := make([]string, len(foreign))
 	for i, path := range foreign {
-		setNull(patch, append([]string{"spec"}, path...))
-		names[i] = "spec." + strings.Join(path, ".")
+		setNull(patch, path)
+		names[i] = strings.Join(path, ".")
 	}
 	data, err := json.Marshal(patch)
 	if err != nil {

@@ -98,7 +98,8 @@ func testEndToEnd(t *testing.T, h *harness) {
 	})
 
 	t.Run("60-character name is InvalidName", func(t *testing.T) {
-		name60 := strings.Repeat("a", 49) + "-e1mvwibzp5"
+		// Its own hash: one hash is one claim in a namespace, and this one must not take the 53-character one's.
+		name60 := strings.Repeat("a", 49) + "-a60chrname"
 		ad := artifactDeployment(ns, name60, HelmManifestType, resource("chart", "helmChart", ociAccess("ociArtifact", "registry.example.com/charts/frontend:1.2.3")))
 		h.create(t, ad)
 		waitForReady(t, h, ad, False, konfidencev1.InvalidNameReason)

@@ -10,16 +10,17 @@ const (
 	// NoDeployableResourceReason: the component has no resource of the type the manifest deploys.
 	NoDeployableResourceReason = "NoDeployableResource"
 	// InvalidNameReason: the ArtifactDeployment's name cannot name its Flux objects (a DNS-1123 label) or, for
-	// Helm, its release (at most 53 characters, unless a taken-over HelmRelease names it); the deployer never
-	// renames.
+	// Helm, its release (at most 53 characters, unless a taken-over HelmRelease names it), or, for Kustomize, ends
+	// in a part too long for a name suffix; the deployer never renames.
 	InvalidNameReason = "InvalidName"
 	// UnsupportedAccessTypeReason: the resource's access type is neither an OCI nor a Helm access.
 	UnsupportedAccessTypeReason = "UnsupportedAccessType"
 	// InvalidAccessSpecReason: the access has a supported type but cannot be read, e.g. a malformed image reference.
 	InvalidAccessSpecReason = "InvalidAccessSpec"
-	// InvalidAnnotationReason: an annotation the Flux objects are derived from (the artifact hash) is absent or
-	// unusable.
-	InvalidAnnotationReason = "InvalidAnnotation"
+	// CredentialsRequireTLSReason: the artifact is pulled over plain HTTP (an http:// access) from a host that a pull
+	// Secret is configured for, and the configuration does not allow credentials in clear for that host; nothing is
+	// applied, so Flux never sends them.
+	CredentialsRequireTLSReason = "CredentialsRequireTLS"
 	// InvalidConfigurationReason: the Flux deployer's ConfigMap cannot be read, or a value in it does not parse.
 	InvalidConfigurationReason = "InvalidConfiguration"
 	// UnknownConfigurationKeyReason: the Flux deployer's ConfigMap has a key the deployer does not read, e.g. a

@@ -1,11 +1,16 @@
 package fluxdeployer
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/fluxcd/pkg/apis/meta"
 	"oras.land/oras-go/v2/registry"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -56,6 +61,9 @@ func resolveAccess(r *konfidencev1.Resource) (artifact, error) {
 	if err := json.Unmarshal(r.Content.Raw, &spec); err != nil {
 		return artifact{}, terminal(konfidencev1.InvalidAccessSpecReason, "resource %s: access: %v", r.Name, err)
 	}
+	if err := checkUniqueKeys(r.Content.Raw); err != nil {
+		return artifact{}, terminal(konfidencev1.InvalidAccessSpecReason, "resource %s: access: %v", r.Name, err)
+	}
 	switch {
 	case ociAccessTypes[spec.Type]:
 		a, err := parseImageReference(spec.ImageReference)
@@ -73,6 +81,67 @@ func resolveAccess(r *konfidencev1.Resource) (artifact, error) {
 		return artifact{}, terminal(konfidencev1.UnsupportedAccessTypeReason,
 			"resource %s has access type %q; supported are the OCI image and Helm access types", r.Name, spec.Type)
 	}
+}
+
+// checkUniqueKeys refuses an access whose keys repeat, exactly or in another case (imageReference and
+// imagereference): encoding/json matches keys case-insensitively and keeps the last, so which one wins depends on
+// the order the document happens to be in, which differs between the descriptor that was verified and the
+// ArtifactDeployment as the API server stores it (keys sorted). Refused, no reader has a choice to make, and what
+// is deployed is what was verified. Keys are compared folded as encoding/json folds them.
+func checkUniqueKeys(raw []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // the object's '{'; json.Unmarshal has accepted the document
+		return err
+	}
+	seen := map[string]string{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string) // an object's tokens alternate key, value
+		folded := foldKey(key)
+		if other, dup := seen[folded]; dup {
+			return fmt.Errorf("keys %q and %q name one field", other, key)
+		}
+		seen[folded] = key
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// foldKey folds a key as encoding/json matches keys to fields: ASCII letters to upper case, any other rune to the
+// smallest rune of its Unicode case-folding orbit (so the Kelvin sign is K, and ſ is S).
+func foldKey(key string) string {
+	var b strings.Builder
+	for _, r := range key {
+		if r < utf8.RuneSelf {
+			b.WriteRune(unicode.ToUpper(r))
+			continue
+		}
+		smallest := r
+		for next := unicode.SimpleFold(r); next != r; next = unicode.SimpleFold(next) {
+			smallest = min(smallest, next)
+		}
+		b.WriteRune(smallest)
+	}
+	return b.String()
+}
+
+// checkCredentialsTLS refuses to hand Flux a pull Secret for an artifact it would pull over plain HTTP, unless the
+// platform allows credentials in clear for that host (insecureRegistryCredentialsHosts): the scheme is the access's,
+// i.e. the vector author's, to choose, and the Secret the platform's, which would then cross the network readable
+// by anyone on the path. The OCM reader keeps the same rule for the operator's own credentials.
+func (a artifact) checkCredentialsTLS(cfg config, pullSecret *meta.LocalObjectReference) error {
+	if !a.insecure || pullSecret == nil || slices.Contains(cfg.insecureCredentialsHosts, a.host) {
+		return nil
+	}
+	return terminal(konfidencev1.CredentialsRequireTLSReason,
+		"the credentials of Secret %s for %s are not sent over plain HTTP: use an https or oci reference, or allow the host in %s",
+		pullSecret.Name, a.host, insecureCredentialsHostsKey)
 }
 
 // pinDigest makes the resource's recorded digest select the OCI artifact, so Flux pulls the content the digest

@@ -1,11 +1,14 @@
 package fluxdeployer
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -41,6 +44,7 @@ func testBadInput(t *testing.T, h *harness) {
 		name, manifestType string
 		resources          []konfidencev1.Resource
 		config             map[string]string
+		secrets            []string // Secrets that exist in the case's namespace
 		reason, message    string
 	}{{
 		name: "two charts", manifestType: HelmManifestType,
@@ -66,6 +70,25 @@ func testBadInput(t *testing.T, h *harness) {
 		resources: []konfidencev1.Resource{resource("bundle", "kustomize", ociAccess("ociArtifact", "registry.example.com/Bundles/UPPER"))},
 		reason:    konfidencev1.InvalidAccessSpecReason, message: "registry.example.com/Bundles/UPPER",
 	}, {
+		// Verified and deployed could differ: the API server sorts the keys, and the last one would win.
+		name: "case-variant access keys", manifestType: KustomizeManifestType,
+		resources: []konfidencev1.Resource{resource("bundle", "kustomize",
+			`{"type":"ociArtifact","imagereference":"registry.example.com/bundles/evil:1","imageReference":"registry.example.com/bundles/good:1"}`)},
+		reason: konfidencev1.InvalidAccessSpecReason, message: `keys "imageReference" and "imagereference" name one field`,
+	}, {
+		// The vector chose plain HTTP; the pull Secret is the platform's.
+		name: "credentials over plain http", manifestType: KustomizeManifestType,
+		resources: []konfidencev1.Resource{resource("bundle", "kustomize", ociAccess("ociArtifact", "http://localhost:5000/bundles/backend:1.2.3"))},
+		config:    plainHTTPCredentials,
+		secrets:   []string{"registry-credentials"},
+		reason:    konfidencev1.CredentialsRequireTLSReason, message: "Secret registry-credentials for localhost:5000",
+	}, {
+		name: "credentials over plain http to a helm repository", manifestType: HelmManifestType,
+		resources: []konfidencev1.Resource{resource("chart", "helmChart", `{"type":"helm","helmRepository":"http://localhost:5000/charts","helmChart":"app:1.0.0"}`)},
+		config:    plainHTTPCredentials,
+		secrets:   []string{"registry-credentials"},
+		reason:    konfidencev1.CredentialsRequireTLSReason, message: "Secret registry-credentials for localhost:5000",
+	}, {
 		name: "invalid configmap", manifestType: HelmManifestType,
 		resources: []konfidencev1.Resource{chart},
 		config:    map[string]string{waitKey: "sometimes", helmSourceKey: "git", deploymentTargetsKey: "ns: {}"},
@@ -85,6 +108,9 @@ func testBadInput(t *testing.T, h *harness) {
 			ns := "bad-" + strings.ReplaceAll(tc.name, " ", "-")
 			h.namespace(t, ns)
 			h.configMap(t, ns, tc.config)
+			for _, name := range tc.secrets {
+				h.create(t, pullSecret(ns, name))
+			}
 			r, recorder := h.direct(ns)
 			ad := artifactDeployment(ns, "frontend-1-2-3-e1mvwibzp5", tc.manifestType, tc.resources...)
 			h.create(t, ad)
@@ -105,6 +131,28 @@ func testBadInput(t *testing.T, h *harness) {
 		})
 	}
 
+	t.Run("credentials over plain http to an allowed host", func(t *testing.T) {
+		ns := "bad-allowed-plain-http-credentials"
+		h.namespace(t, ns)
+		h.configMap(t, ns, map[string]string{
+			authenticationSecretRefsKey: plainHTTPCredentials[authenticationSecretRefsKey],
+			insecureCredentialsHostsKey: "- localhost:5000\n",
+		})
+		h.create(t, pullSecret(ns, "registry-credentials"))
+		r, _ := h.direct(ns)
+		ad := artifactDeployment(ns, "backend-1-2-3-e1mvwibzp5", KustomizeManifestType,
+			resource("bundle", "kustomize", ociAccess("ociArtifact", "http://localhost:5000/bundles/backend:1.2.3")))
+		h.create(t, ad)
+		if _, err := h.reconcile(t, r, ad); err != nil {
+			t.Fatal(err)
+		}
+		repo := &sourcev1.OCIRepository{}
+		h.get(t, ns, ad.Name, repo)
+		if !repo.Spec.Insecure || repo.Spec.SecretRef == nil || repo.Spec.SecretRef.Name != "registry-credentials" {
+			t.Errorf("OCIRepository insecure %v, secretRef %+v; want the Secret over plain HTTP, as allowed", repo.Spec.Insecure, repo.Spec.SecretRef)
+		}
+	})
+
 	t.Run("invalid configmap names every error", func(t *testing.T) {
 		_, err := parseConfig(map[string]string{waitKey: "sometimes", helmSourceKey: "git", deploymentTargetsKey: "ns: {}", intervalKey: "10us"})
 		for _, key := range []string{waitKey, helmSourceKey, deploymentTargetsKey, intervalKey} {
@@ -113,6 +161,36 @@ func testBadInput(t *testing.T, h *harness) {
 			}
 		}
 	})
+}
+
+// plainHTTPCredentials configures a pull Secret for a plain-HTTP registry.
+var plainHTTPCredentials = map[string]string{authenticationSecretRefsKey: "localhost:5000: registry-credentials\n"}
+
+func pullSecret(namespace, name string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}}
+}
+
+// TestAccessKeysAreUnique: an access whose keys repeat, exactly or as encoding/json folds them, is refused rather
+// than read with whichever key comes last.
+func TestAccessKeysAreUnique(t *testing.T) {
+	for name, access := range map[string]string{
+		"exact duplicate":    `{"type":"ociArtifact","imageReference":"registry.example.com/a/good:1","imageReference":"registry.example.com/a/evil:1"}`,
+		"case variant":       `{"type":"ociArtifact","imageReference":"registry.example.com/a/good:1","IMAGEREFERENCE":"registry.example.com/a/evil:1"}`,
+		"unicode fold":       `{"type":"helm","helmRepository":"https://good.example.com","helmRepo\u017fitory":"https://evil.example.com","helmChart":"app:1.0.0"}`,
+		"type case variant":  `{"type":"ociArtifact","Type":"helm","imageReference":"registry.example.com/a/good:1"}`,
+		"unknown keys clash": `{"type":"ociArtifact","imageReference":"registry.example.com/a/good:1","extra":1,"EXTRA":2}`,
+	} {
+		var se *stepError
+		if a, err := resolveAccess(ptr.To(resource("r", "kustomize", access))); !errors.As(err, &se) || se.reason != konfidencev1.InvalidAccessSpecReason || !se.stalled {
+			t.Errorf("%s: %+v, %v; want %s", name, a, err, konfidencev1.InvalidAccessSpecReason)
+		}
+	}
+	// Keys that differ beyond case are no clash, nested objects are not read.
+	if _, err := resolveAccess(ptr.To(resource("r", "kustomize",
+		`{"type":"ociArtifact","imageReference":"registry.example.com/a/good:1","imageReferences":[],"globalAccess":{"type":"x","TYPE":"y"}}`))); err != nil {
+		t.Errorf("distinct keys refused: %v", err)
+	}
 }
 
 // TestAccessSpecs covers every OCM alias of the supported access types and the image reference grammar.

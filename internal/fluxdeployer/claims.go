@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -18,20 +16,27 @@ import (
 // workloadNameIndex indexes ArtifactDeployments by workloadName, across namespaces.
 const workloadNameIndex = "fluxdeployer.konfidence.cloud/workload-name"
 
-// workloadName is what an ArtifactDeployment's workloads are known by in their target namespace: the Helm release
-// (named like the ArtifactDeployment, and stored in the target namespace), or the suffix of every object its
-// Kustomization renders. Names are unique per namespace only, and a configured targetNamespace gathers many
-// namespaces' workloads in one: two ArtifactDeployments with one workload name there would share a release or
-// objects, and each one's upgrade and prune would act on the other's.
+// workloadName is what every name an ArtifactDeployment's workloads get in their target namespace ends in: the
+// hash that ends the ArtifactDeployment's name (nameHash). A Helm release is named like the ArtifactDeployment,
+// <basename>-<version>-<hash>, and its chart names its objects after it; a Kustomization appends -<version>-<hash>
+// or -<hash> to the name of every object of its bundle. Names are unique per namespace only, and a configured
+// targetNamespace gathers many namespaces' workloads in one, where two ArtifactDeployments rendering one name
+// would share objects, and each one's upgrade and prune would act on the other's. Whatever the kinds, two of them
+// can render one name only if they have one hash (a bundle's object frontend-1-2-3 with the suffix -<hash>, or
+// frontend with -1-2-3-<hash>, is the release frontend-1-2-3-<hash>), so Helm and Kustomize claim in one space,
+// by the hash alone. It comes from the name, which cannot change, never from an annotation, which a tenant can
+// edit to move an older ArtifactDeployment's claim onto a name another one deploys under.
 func workloadName(ad *konfidencev1.ArtifactDeployment) (string, bool) {
-	switch ad.Spec.Manifest.Type {
-	case HelmManifestType:
-		return helmv2.HelmReleaseKind + "/" + ad.Name, true
-	case KustomizeManifestType:
-		suffix, err := nameSuffix(ad)
-		return kustomizev1.KustomizationKind + "/" + suffix, err == nil
+	if !handled(ad) || checkName(ad.Name) != nil {
+		return "", false
 	}
-	return "", false
+	return nameHash(ad.Name), true
+}
+
+// nameHash is the last dash-separated part of an ArtifactDeployment's name: the hash this project's names and
+// Konfidence's end in (see internal/vectordeployment/naming), or the whole name when it has no dash.
+func nameHash(name string) string {
+	return name[strings.LastIndexByte(name, '-')+1:]
 }
 
 // indexWorkloadNames registers workloadNameIndex with the cache the claims are read from.
@@ -69,9 +74,10 @@ func (r *Reconciler) checkClaim(ctx context.Context, cfg config, ad *konfidencev
 			return err
 		}
 		if ot.kubeConfig == nil {
+			// Which namespace holds the claim is another tenant's business: the message names only the claim.
 			return terminal(konfidencev1.TargetNameConflictReason,
-				"%s in target namespace %s is taken by ArtifactDeployment %s/%s, created earlier; nothing is applied for this one",
-				name, t.namespace, other.Namespace, other.Name)
+				"the workload names ending in -%s in target namespace %s are claimed by an ArtifactDeployment created earlier; nothing is applied for this one",
+				name, t.namespace)
 		}
 	}
 	return nil

@@ -58,8 +58,9 @@ func testTargetNameConflict(t *testing.T, h *harness) {
 		got := &konfidencev1.ArtifactDeployment{}
 		h.get(t, younger, release, got)
 		assertCondition(t, got, meta.StalledCondition, True, konfidencev1.TargetNameConflictReason)
-		if msg := conditions.GetMessage(got, meta.ReadyCondition); !strings.Contains(msg, "HelmRelease/"+release) || !strings.Contains(msg, older+"/"+release) {
-			t.Errorf("Ready message %q names neither the release nor its holder", msg)
+		// The claim is named, the other tenant is not.
+		if msg := conditions.GetMessage(got, meta.ReadyCondition); !strings.Contains(msg, "-claim0hash") || strings.Contains(msg, older) {
+			t.Errorf("Ready message %q: want the claimed names, and not the holder's namespace %s", msg, older)
 		}
 		waitForWarning(t, h, younger, release, konfidencev1.TargetNameConflictReason)
 		waitForFlux(t, h, younger, release, &helmv2.HelmRelease{}, func(obj client.Object) error {
@@ -82,13 +83,48 @@ func testTargetNameConflict(t *testing.T, h *harness) {
 		h.create(t, holder)
 		waitForFlux(t, h, older, holder.Name, &kustomizev1.Kustomization{}, func(client.Object) error { return nil })
 		waitForNextSecond(t, h, holder)
-		clash := claimTestAD(younger, "settings-1-0-0-claim1hash", KustomizeManifestType, "claim1hash", bundle)
-		h.create(t, clash)
-		waitForReady(t, h, clash, False, konfidencev1.TargetNameConflictReason)
-		waitForWarning(t, h, younger, clash.Name, konfidencev1.TargetNameConflictReason)
-		if err := h.env.Client.Get(ctx, client.ObjectKeyFromObject(clash), &kustomizev1.Kustomization{}); !apierrors.IsNotFound(err) {
-			t.Errorf("a Kustomization was applied for the loser: %v", err)
+		assertKustomizationRefused(t, h, claimTestAD(younger, "settings-1-0-0-claim1hash", KustomizeManifestType, "claim1hash", bundle))
+	})
+
+	t.Run("a Kustomization cannot render another namespace's Helm release names", func(t *testing.T) {
+		// The same component and version as the release, as a kustomize artifact: its suffix -1-0-0-claim0hash
+		// turns a bundle object shop-frontend into shop-frontend-1-0-0-claim0hash, the release's Service.
+		assertKustomizationRefused(t, h, claimTestAD(younger, "frontend-1-0-0-claim0hash", KustomizeManifestType, "claim0hash", bundle))
+	})
+
+	t.Run("an edited annotation moves no claim", func(t *testing.T) {
+		// An older ArtifactDeployment of one tenant, a younger one of another, deployed.
+		attacker := claimTestAD(older, "tool-1-0-0-claim2hash", KustomizeManifestType, "claim2hash", bundle)
+		h.create(t, attacker)
+		waitForFlux(t, h, older, attacker.Name, &kustomizev1.Kustomization{}, func(client.Object) error { return nil })
+		waitForNextSecond(t, h, attacker)
+		victim := claimTestAD(younger, "config-1-0-0-claim3hash", KustomizeManifestType, "claim3hash", bundle)
+		h.create(t, victim)
+		deployed := func(obj client.Object) error {
+			if ks := obj.(*kustomizev1.Kustomization); ks.Spec.Suspend || ks.Spec.NameSuffix != "-1-0-0-claim3hash" {
+				return fmt.Errorf("victim's Kustomization: suspend %v, suffix %s", ks.Spec.Suspend, ks.Spec.NameSuffix)
+			}
+			return nil
 		}
+		waitForFlux(t, h, younger, victim.Name, &kustomizev1.Kustomization{}, deployed)
+
+		// The older one's annotations now say the victim's hash; both are reconciled, the older one first.
+		requestReconcile(t, h, attacker, "edited", func(ad *konfidencev1.ArtifactDeployment) {
+			ad.Annotations[konfidencev1.ArtifactHashAnnotation] = "claim3hash"
+		})
+		requestReconcile(t, h, victim, "after-the-edit", nil)
+		got := &konfidencev1.ArtifactDeployment{}
+		h.get(t, younger, victim.Name, got)
+		if c := conditions.Get(got, meta.ReadyCondition); c != nil && c.Reason == konfidencev1.TargetNameConflictReason {
+			t.Errorf("the victim lost its names to an edited annotation: %s", c.Message)
+		}
+		waitForFlux(t, h, younger, victim.Name, &kustomizev1.Kustomization{}, deployed)
+		waitForFlux(t, h, older, attacker.Name, &kustomizev1.Kustomization{}, func(obj client.Object) error {
+			if suffix := obj.(*kustomizev1.Kustomization).Spec.NameSuffix; suffix != "-1-0-0-claim2hash" {
+				return fmt.Errorf("the edited ArtifactDeployment's suffix is %s, want its own -1-0-0-claim2hash", suffix)
+			}
+			return nil
+		})
 	})
 
 	t.Run("deleting the holder hands the name on", func(t *testing.T) {
@@ -105,12 +141,48 @@ func testTargetNameConflict(t *testing.T, h *harness) {
 	})
 }
 
+// assertKustomizationRefused creates clash and waits until it is refused with TargetNameConflict and a warning,
+// without a Kustomization.
+func assertKustomizationRefused(t *testing.T, h *harness, clash *konfidencev1.ArtifactDeployment) {
+	t.Helper()
+	h.create(t, clash)
+	waitForReady(t, h, clash, False, konfidencev1.TargetNameConflictReason)
+	waitForWarning(t, h, clash.Namespace, clash.Name, konfidencev1.TargetNameConflictReason)
+	if err := h.env.Client.Get(context.Background(), client.ObjectKeyFromObject(clash), &kustomizev1.Kustomization{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a Kustomization was applied for the loser %s/%s: %v", clash.Namespace, clash.Name, err)
+	}
+}
+
 func claimTestAD(namespace, name, manifestType, hash string, resources ...konfidencev1.Resource) *konfidencev1.ArtifactDeployment {
 	ad := artifactDeployment(namespace, name, manifestType, resources...)
 	ad.Annotations[konfidencev1.ArtifactVersionAnnotation] = "1.0.0"
 	ad.Annotations[konfidencev1.ArtifactHashAnnotation] = hash
 	ad.Spec.Component.Version = "1.0.0"
 	return ad
+}
+
+// requestReconcile changes ad with edit (if any), asks for a reconcile with token and waits until the deployer
+// has handled it.
+func requestReconcile(t *testing.T, h *harness, ad *konfidencev1.ArtifactDeployment, token string, edit func(*konfidencev1.ArtifactDeployment)) {
+	t.Helper()
+	ctx := context.Background()
+	got := &konfidencev1.ArtifactDeployment{}
+	h.get(t, ad.Namespace, ad.Name, got)
+	before := got.DeepCopy()
+	if edit != nil {
+		edit(got)
+	}
+	got.Annotations[meta.ReconcileRequestAnnotation] = token
+	if err := h.env.Client.Patch(ctx, got, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		h.get(t, ad.Namespace, ad.Name, got)
+		if handled := got.Status.GetLastHandledReconcileRequest(); handled != token {
+			return fmt.Errorf("%s/%s handled reconcile request %q, want %q", ad.Namespace, ad.Name, handled, token)
+		}
+		return nil
+	})
 }
 
 // waitForFlux waits until the Flux object exists and check accepts it.

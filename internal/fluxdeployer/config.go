@@ -34,6 +34,7 @@ const (
 // Keys of the configuration ConfigMap. Maps and references are YAML in one key each.
 const (
 	authenticationSecretRefsKey   = "authenticationSecretRefs"
+	insecureCredentialsHostsKey   = "insecureRegistryCredentialsHosts"
 	deploymentTargetsKey          = "deploymentTargets"
 	deploymentTargetSecretNameKey = "deploymentTargetSecretName"
 	intervalKey                   = "interval"
@@ -52,6 +53,9 @@ const (
 type config struct {
 	// authenticationSecretRefs maps a registry host[:port] to the Secret Flux pulls from it with.
 	authenticationSecretRefs map[string]string
+	// insecureCredentialsHosts are the registry hosts Flux may send a pull Secret's credentials to over plain
+	// HTTP; to any other host they go over TLS only.
+	insecureCredentialsHosts []string
 	// deploymentTargets maps an ArtifactDeployment namespace to the kubeconfig of the cluster it deploys to.
 	deploymentTargets map[string]meta.KubeConfigReference
 	// deploymentTargetSecretName is a kubeconfig Secret that, where it exists in an ArtifactDeployment's
@@ -129,6 +133,7 @@ func parseConfig(data map[string]string) (config, error) {
 		}
 	}
 	field(authenticationSecretRefsKey, func(v string) error { return yaml.UnmarshalStrict([]byte(v), &c.authenticationSecretRefs) })
+	field(insecureCredentialsHostsKey, func(v string) error { return yaml.UnmarshalStrict([]byte(v), &c.insecureCredentialsHosts) })
 	field(deploymentTargetsKey, func(v string) error {
 		if err := yaml.UnmarshalStrict([]byte(v), &c.deploymentTargets); err != nil {
 			return err

@@ -98,7 +98,8 @@ func testEndToEnd(t *testing.T, h *harness) {
 	})
 
 	t.Run("60-character name is InvalidName", func(t *testing.T) {
-		name60 := strings.Repeat("a", 49) + "-e1mvwibzp5"
+		// Its own hash: one hash is one claim in a namespace, and this one must not take the 53-character one's.
+		name60 := strings.Repeat("a", 49) + "-a60chrname"
 		ad := artifactDeployment(ns, name60, HelmManifestType, resource("chart", "helmChart", ociAccess("ociArtifact", "registry.example.com/charts/frontend:1.2.3")))
 		h.create(t, ad)
 		waitForReady(t, h, ad, False, konfidencev1.InvalidNameReason)
@@ -151,13 +152,14 @@ func testEndToEnd(t *testing.T, h *harness) {
 	})
 
 	t.Run("configuration change updates and leaves other writers' fields", func(t *testing.T) {
-		// Another writer owns spec.values.
-		values := &unstructured.Unstructured{Object: map[string]any{
+		// Another writer owns spec.maxHistory, which tunes helm-controller and changes nothing that is deployed
+		// (fields that do are the deployer's: see testForeignFields).
+		history := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": helmv2.GroupVersion.String(), "kind": helmv2.HelmReleaseKind,
 			"metadata": map[string]any{"name": name53, "namespace": ns},
-			"spec":     map[string]any{"values": map[string]any{"replicas": int64(2)}},
+			"spec":     map[string]any{"maxHistory": int64(7)},
 		}}
-		if err := h.env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(values), client.FieldOwner("platform-team")); err != nil {
+		if err := h.env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(history), client.FieldOwner("platform-team")); err != nil {
 			t.Fatal(err)
 		}
 		cm := &corev1.ConfigMap{}
@@ -174,8 +176,8 @@ func testEndToEnd(t *testing.T, h *harness) {
 			}
 			return nil
 		})
-		if hr.Spec.Values == nil || !strings.Contains(string(hr.Spec.Values.Raw), `"replicas":2`) {
-			t.Errorf("values of another writer lost: %v", hr.Spec.Values)
+		if hr.Spec.MaxHistory == nil || *hr.Spec.MaxHistory != 7 {
+			t.Errorf("maxHistory of another writer lost: %v", hr.Spec.MaxHistory)
 		}
 		managers := map[string]bool{}
 		for _, f := range hr.ManagedFields {

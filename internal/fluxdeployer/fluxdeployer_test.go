@@ -20,4 +20,5 @@ func TestFluxDeployer(t *testing.T) {
 	t.Run("TeardownEnds", func(t *testing.T) { testTeardownEnds(t, h) })
 	t.Run("TargetNameConflict", func(t *testing.T) { testTargetNameConflict(t, h) })
 	t.Run("SecretPresence", func(t *testing.T) { testSecretPresence(t, h) })
+	t.Run("ForeignFields", func(t *testing.T) { testForeignFields(t, h) })
 }

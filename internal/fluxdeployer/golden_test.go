@@ -149,8 +149,7 @@ func testGoldenFluxObjects(t *testing.T, h *harness) {
 			ns := "golden-" + tc.name
 			h.namespace(t, ns)
 			for _, name := range tc.secrets {
-				h.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Type: corev1.SecretTypeDockerConfigJson,
-					Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}})
+				h.create(t, pullSecret(ns, name))
 			}
 			for name, key := range tc.kubeconfigs {
 				h.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -182,24 +181,7 @@ func testGoldenFluxObjects(t *testing.T, h *harness) {
 			compareGolden(t, h.env.Scheme, filepath.Join("testdata", "golden", tc.name+".yaml"), stored)
 
 			// Reconciling unchanged input again writes nothing: no apply, no status patch, no event.
-			counter := &testenv.RequestRecorder{}
-			c, err := client.New(counter.Wrap(h.env.Config), client.Options{Scheme: h.env.Scheme})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.client, r.apiReader, r.configReader, r.serviceReader = c, c, c, c
-			if _, err := h.reconcile(t, r, ad); err != nil {
-				t.Fatal(err)
-			}
-			requests := counter.Take()
-			if len(requests) == 0 {
-				t.Fatal("the counting client saw no requests")
-			}
-			for _, req := range requests {
-				if !strings.HasPrefix(req, "GET ") {
-					t.Errorf("second reconcile wrote: %s", req)
-				}
-			}
+			h.assertReconcileOnlyReads(t, r, ad)
 			if evs := drainEvents(recorder); len(evs) != 0 {
 				t.Errorf("second reconcile emitted events %q", evs)
 			}
@@ -215,6 +197,30 @@ users: [{name: tenant, user: {token: tenant-token}}]
 contexts: [{name: remote, context: {cluster: remote, user: tenant}}]
 current-context: remote
 `
+
+// assertReconcileOnlyReads reconciles ad once more, through a client that counts requests, and fails on any write.
+// r reads through that client afterwards.
+func (h *harness) assertReconcileOnlyReads(t *testing.T, r *Reconciler, ad *konfidencev1.ArtifactDeployment) {
+	t.Helper()
+	counter := &testenv.RequestRecorder{}
+	c, err := client.New(counter.Wrap(h.env.Config), client.Options{Scheme: h.env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.client, r.apiReader, r.configReader, r.serviceReader = c, c, c, c
+	if _, err := h.reconcile(t, r, ad); err != nil {
+		t.Fatal(err)
+	}
+	requests := counter.Take()
+	if len(requests) == 0 {
+		t.Fatal("the counting client saw no requests")
+	}
+	for _, req := range requests {
+		if !strings.HasPrefix(req, "GET ") {
+			t.Errorf("reconcile of unchanged input wrote: %s", req)
+		}
+	}
+}
 
 // compareGolden renders objects as YAML without what the API server assigns (UIDs, versions, timestamps,
 // managed fields, status) and compares them with the file.

@@ -45,27 +45,20 @@ func buildKustomize(ad *konfidencev1.ArtifactDeployment, a artifact, refs refere
 	return []client.Object{repo, ks}, nil
 }
 
-// nameSuffix makes every rendered object of one artifact instance unique: -<version>-<hash>, from the
-// annotations the ArtifactDeployment's name was built from, or -<hash> alone when that is too long. The
-// deployer owns nameSuffix: Flux replaces whatever the bundle's kustomization.yaml says.
+// nameSuffix makes every rendered object of one artifact instance unique: -<version>-<hash>, or -<hash> alone when
+// that is too long. It is derived from what cannot change, the name's hash (nameHash) and spec.component.version,
+// as the name itself was: an annotation a tenant edits would rename the workloads, or take another instance's
+// names. For the names this project and Konfidence give, that is the suffix their annotations say. The deployer
+// owns nameSuffix: Flux replaces whatever the bundle's kustomization.yaml says.
 func nameSuffix(ad *konfidencev1.ArtifactDeployment) (string, error) {
-	hash, err := sanitize.DNSLabelName(ad.Annotations[konfidencev1.ArtifactHashAnnotation], sanitize.MaxDNSLabelLength)
-	if err != nil {
-		return "", terminal(konfidencev1.InvalidAnnotationReason, "annotation %s: %q gives no name suffix",
-			konfidencev1.ArtifactHashAnnotation, ad.Annotations[konfidencev1.ArtifactHashAnnotation])
-	}
-	version := ad.Annotations[konfidencev1.ArtifactVersionAnnotation]
-	if version == "" {
-		version = ad.Spec.Component.Version
-	}
-	if v, err := sanitize.DNSLabelName(version, sanitize.MaxDNSLabelLength); err == nil {
+	hash := nameHash(ad.Name)
+	if v, err := sanitize.DNSLabelName(ad.Spec.Component.Version, sanitize.MaxDNSLabelLength); err == nil {
 		if suffix := "-" + v + "-" + hash; len(suffix) <= maxNameSuffixLength {
 			return suffix, nil
 		}
 	}
 	if len(hash)+1 > maxNameSuffixLength {
-		return "", terminal(konfidencev1.InvalidAnnotationReason, "annotation %s: %q is longer than a name suffix allows",
-			konfidencev1.ArtifactHashAnnotation, hash)
+		return "", terminal(konfidencev1.InvalidNameReason, "name %q ends in %q, longer than a name suffix allows", ad.Name, hash)
 	}
 	return "-" + hash, nil
 }

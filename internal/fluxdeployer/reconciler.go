@@ -198,6 +198,9 @@ func desiredObjects(ad *konfidencev1.ArtifactDeployment, cfg config, cluster obs
 	if err != nil {
 		return nil, references{}, err
 	}
+	if err := a.checkCredentialsTLS(cfg, refs.pullSecret); err != nil {
+		return nil, references{}, err
+	}
 	if ad.Spec.Manifest.Type == KustomizeManifestType {
 		objects, err := buildKustomize(ad, a, refs, cfg)
 		return objects, refs, err

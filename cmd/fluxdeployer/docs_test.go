@@ -37,11 +37,9 @@ func TestDocsNameEveryReason(t *testing.T) {
 	if len(reasons) < 40 {
 		t.Fatalf("found only %d reason constants: has their naming changed (api/v1alpha1: *Reason; internal/ocm: type Reason)?", len(reasons))
 	}
-	for _, name := range slices.Sorted(maps.Keys(reasons)) {
-		if !strings.Contains(page, "| `"+reasons[name]+"` |") {
-			t.Errorf("docs/troubleshooting.md does not name reason `%s` (%s): add a row to the table of its section "+
-				"(reason | retried or stalls | meaning | what to do)", reasons[name], name)
-		}
+	for name, value := range missingRows(page, reasons) {
+		t.Errorf("docs/troubleshooting.md does not name reason `%s` (%s): add a row to the table of its section "+
+			"(reason | retried or stalls | meaning | what to do)", value, name)
 	}
 }
 
@@ -73,10 +71,19 @@ func TestDocsNameEveryConfigMapKey(t *testing.T) {
 	if len(keys) < 10 {
 		t.Fatalf("found only %d ConfigMap key constants (*Key) in internal/fluxdeployer/config.go", len(keys))
 	}
-	for _, name := range slices.Sorted(maps.Keys(keys)) {
-		if !strings.Contains(page, "| `"+keys[name]+"` |") {
-			t.Errorf("docs/configuration.md does not document ConfigMap key %q (%s): add a row to the table under "+
-				"\"The Flux deployer's ConfigMap\" (key | default | meaning)", keys[name], name)
+	for name, value := range missingRows(page, keys) {
+		t.Errorf("docs/configuration.md does not document ConfigMap key %q (%s): add a row to the table under "+
+			"\"The Flux deployer's ConfigMap\" (key | default | meaning)", value, name)
+	}
+}
+
+// missingRows yields, in name order, the constants whose value is no table cell of the page (in backquotes).
+func missingRows(page string, constants map[string]string) func(func(name, value string) bool) {
+	return func(yield func(name, value string) bool) {
+		for _, name := range slices.Sorted(maps.Keys(constants)) {
+			if !strings.Contains(page, "| `"+constants[name]+"` |") && !yield(name, constants[name]) {
+				return
+			}
 		}
 	}
 }

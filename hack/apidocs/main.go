@@ -34,11 +34,12 @@ func run(crdDir, sampleDir, outDir string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
+	if err := os.MkdirAll(outDir, 0o750); err != nil {
 		return err
 	}
 	for name, page := range pages {
-		if err := os.WriteFile(filepath.Join(outDir, name), page, 0o644); err != nil {
+		// A page of the repository, readable as every other file of the checkout is.
+		if err := os.WriteFile(filepath.Join(outDir, name), page, 0o644); err != nil { //nolint:gosec // see above
 			return err
 		}
 	}

@@ -32,12 +32,7 @@ func TestDeleteWaitsForTheWorkloads(t *testing.T) {
 	reg := newRegistry(t)
 	shared := helmArtifact(t, reg, "acme.org/artifacts/frontend", "1.0.0", true, ocmtest.WebChart("frontend", "1.0.0"))
 	private := helmArtifact(t, reg, "acme.org/artifacts/database", "16.4.0", false, ocmtest.WebChart("database", "16.4.0"))
-	bundle, err := ocmtest.PushKustomizeBundle(ctx, reg.Host, "bundles/config", "0.4.0", ocmtest.ConfigBundle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	config := ocmtest.Artifact("acme.org/artifacts/config", "0.4.0", "cloud.konfidence.flux.kustomize", false)
-	config.Resources[1] = ocmtest.BundleResource("0.4.0", bundle)
+	config := configBundle(t, reg)
 	reg.Push(t, "", shared, private, config, ocmtest.Vector("acme.org/vectors/shop", "1.0.0", shared, private, config))
 
 	ns := newNamespace(t, "teardown")
@@ -51,11 +46,7 @@ func TestDeleteWaitsForTheWorkloads(t *testing.T) {
 	}
 	sharedName := adName(t, shared, nil)
 	own := func(vd string) (release, configMap string) {
-		_, hash, err := naming.ArtifactDeploymentName(config.Name, config.Version, string(vds[vd].UID), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return adName(t, private, vds[vd]), "app-config-0-4-0-" + hash
+		return adName(t, private, vds[vd]), bundleConfigMap(t, config, vds[vd])
 	}
 	releaseA, configA := own("a")
 	releaseB, configB := own("b")
@@ -106,6 +97,29 @@ func TestDeleteWaitsForTheWorkloads(t *testing.T) {
 	if got := releases(t, ns); len(got) != 0 {
 		t.Errorf("Helm releases left: %v", got)
 	}
+}
+
+// configBundle pushes the ConfigMap bundle and returns a Kustomize artifact of it that is not reusable: each
+// VectorDeployment deploys its own.
+func configBundle(t *testing.T, reg *ocmtest.Registry) ocmtest.ComponentVersion {
+	t.Helper()
+	bundle, err := ocmtest.PushKustomizeBundle(context.Background(), reg.Host, "bundles/config", "0.4.0", ocmtest.ConfigBundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := ocmtest.Artifact("acme.org/artifacts/config", "0.4.0", "cloud.konfidence.flux.kustomize", false)
+	config.Resources[1] = ocmtest.BundleResource("0.4.0", bundle)
+	return config
+}
+
+// bundleConfigMap is the name of the ConfigMap that vd's deployment of configBundle renders.
+func bundleConfigMap(t *testing.T, config ocmtest.ComponentVersion, vd *konfidencev1.VectorDeployment) string {
+	t.Helper()
+	_, hash, err := naming.ArtifactDeploymentName(config.Name, config.Version, string(vd.UID), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "app-config-0-4-0-" + hash
 }
 
 // deleteAndWait deletes obj as kubectl delete does (background propagation) and waits until it is gone, as

@@ -20,8 +20,11 @@ const (
 	// InvalidAnnotationReason: an annotation the Flux objects are derived from (the artifact hash) is absent or
 	// unusable.
 	InvalidAnnotationReason = "InvalidAnnotation"
-	// InvalidConfigurationReason: the Flux deployer's ConfigMap cannot be read.
+	// InvalidConfigurationReason: the Flux deployer's ConfigMap cannot be read, or a value in it does not parse.
 	InvalidConfigurationReason = "InvalidConfiguration"
+	// UnknownConfigurationKeyReason: the Flux deployer's ConfigMap has a key the deployer does not read, e.g. a
+	// misspelt one; nothing is deployed until it is removed or corrected, as for an invalid value.
+	UnknownConfigurationKeyReason = "UnknownConfigurationKey"
 	// ApplyFailedReason: the API server refused a Flux object.
 	ApplyFailedReason = "ApplyFailed"
 	// DuplicateDeploymentResultReason: two Services claim the same deployment result name.

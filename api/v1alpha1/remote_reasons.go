@@ -11,4 +11,8 @@ const (
 	// RemoteTargetTimeoutReason: a remote target did not answer within --remote-request-timeout or the
 	// reconcile's --reconcile-timeout.
 	RemoteTargetTimeoutReason = "RemoteTargetTimeout"
+	// RemoteTargetNotAllowedReason: an ArtifactDeployment would deploy to a remote cluster (a kubeconfig Secret or a
+	// deploymentTargets entry), and the operator was not started with --allowed-target-hosts, or the kubeconfig's
+	// API server (or proxy) is not among those hosts.
+	RemoteTargetNotAllowedReason = "RemoteTargetNotAllowed"
 )

@@ -29,8 +29,9 @@ type VectorDeploymentSpec struct {
 	Suspend bool `json:"suspend,omitempty"`
 
 	// Verify requires the vector to carry OCM signatures that verify with the given keys, and the artifacts to
-	// match the digests the vector pins them with. Nothing of an unverified vector is deployed. Without it, the
-	// operator's --require-signatures default applies.
+	// match the digests the vector pins them with. Nothing of an unverified vector is deployed. It adds to the
+	// operator's --require-signatures requirement and never replaces it: with that flag the vector must also
+	// verify with the operator's keys.
 	// +optional
 	Verify *VectorVerification `json:"verify,omitempty"`
 }

@@ -25,6 +25,9 @@ const (
 	SignatureMissingReason = "SignatureMissing"
 	// SignatureInvalidReason: a signature does not verify, or the keys cannot be read.
 	SignatureInvalidReason = "SignatureInvalid"
+	// KeyRejectedReason: a trusted key, or the key of a signer certificate the vector carries, is not an RSA key of
+	// 2048 to 8192 bits. Larger keys cost verification time no reconcile can cancel.
+	KeyRejectedReason = "KeyRejected"
 	// DigestMismatchReason: content does not match the digest that pins it: an artifact's descriptor against the
 	// vector's reference, or a resource's blob or OCI artifact against its digest.
 	DigestMismatchReason = "DigestMismatch"

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	fluxclient "github.com/fluxcd/pkg/runtime/client"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -37,6 +40,37 @@ func TestConcurrentSetsWorkers(t *testing.T) {
 	o := parseRunOptions(t, "--concurrent=7")
 	if got := o.shared.ControllerOptions().MaxConcurrentReconciles; got != 7 {
 		t.Errorf("MaxConcurrentReconciles = %d, want 7", got)
+	}
+}
+
+// TestDeprecatedConcurrencyFlag: --vectordeployment-concurrency, the former name of --concurrent, still sets the
+// worker count, is hidden from the help, and warns on the binary's stderr.
+func TestDeprecatedConcurrencyFlag(t *testing.T) {
+	o := runOptions{}
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	var warnings bytes.Buffer
+	fs.SetOutput(&warnings)
+	o.bindFlags(fs)
+	if err := fs.Parse([]string{"--vectordeployment-concurrency=7"}); err != nil {
+		t.Fatal(err)
+	}
+	const warning = "Flag --vectordeployment-concurrency has been deprecated, use --concurrent"
+	if got := o.shared.ControllerOptions().MaxConcurrentReconciles; got != 7 || !strings.Contains(warnings.String(), warning) {
+		t.Errorf("MaxConcurrentReconciles = %d, want 7; warnings %q", got, warnings.String())
+	}
+	if !fs.Lookup("vectordeployment-concurrency").Hidden {
+		t.Error("the deprecated flag shows in the help")
+	}
+	// cobra collects flag output in a buffer of its own; the binary's run command writes it to stderr.
+	var stderr bytes.Buffer
+	root := newRootCommand()
+	root.SetErr(&stderr)
+	runCmd, _, err := root.Find([]string{"run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runCmd.ParseFlags([]string{"--vectordeployment-concurrency=7"}); err != nil || !strings.Contains(stderr.String(), warning) {
+		t.Errorf("parsing: %v; stderr %q", err, stderr.String())
 	}
 }
 
@@ -177,19 +211,21 @@ func vectorDeployment(t *testing.T, c client.Client, namespace, name string, sel
 }
 
 // TestRemoteTargetFlags: the Flux deployer's kubeconfig flags have Flux's names and defaults (no exec, no insecure
-// TLS, 30s per request), and the reconcile deadline defaults to fluxdeployer.DefaultReconcileTimeout.
+// TLS, 30s per request), the reconcile deadline defaults to fluxdeployer.DefaultReconcileTimeout, and remote targets
+// are off unless --allowed-target-hosts names their API servers.
 func TestRemoteTargetFlags(t *testing.T) {
 	remote := func() fluxdeployer.RemoteOptions {
 		return controllerSetups["fluxdeployer"].(*fluxdeployer.Options).Remote
 	}
 	parseRunOptions(t)
 	if o := remote(); o.KubeConfig.InsecureExecProvider || o.KubeConfig.InsecureTLS || *o.KubeConfig.Timeout != 30*time.Second ||
-		o.ReconcileTimeout != fluxdeployer.DefaultReconcileTimeout {
+		o.ReconcileTimeout != fluxdeployer.DefaultReconcileTimeout || len(o.AllowedTargetHosts) != 0 {
 		t.Errorf("defaults: %+v, request timeout %s", o, *o.KubeConfig.Timeout)
 	}
-	parseRunOptions(t, "--insecure-kubeconfig-exec", "--insecure-kubeconfig-tls", "--remote-request-timeout=5s", "--reconcile-timeout=20s")
+	parseRunOptions(t, "--insecure-kubeconfig-exec", "--insecure-kubeconfig-tls", "--remote-request-timeout=5s", "--reconcile-timeout=20s",
+		"--allowed-target-hosts=prod.example.com:6443,staging.example.com")
 	if o := remote(); !o.KubeConfig.InsecureExecProvider || !o.KubeConfig.InsecureTLS || *o.KubeConfig.Timeout != 5*time.Second ||
-		o.ReconcileTimeout != 20*time.Second {
+		o.ReconcileTimeout != 20*time.Second || fmt.Sprint(o.AllowedTargetHosts) != "[prod.example.com:6443 staging.example.com]" {
 		t.Errorf("set: %+v, request timeout %s", o, *o.KubeConfig.Timeout)
 	}
 }

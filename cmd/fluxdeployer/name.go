@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -9,33 +8,25 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
-// Output formats of -o.
-const (
-	outputJSON  = "json"
-	outputTable = "table"
-)
-
 func newNameCommand() *cobra.Command {
 	var (
-		component, version, uid, output string
-		collisionCount                  int32
+		component, version, uid string
+		collisionCount          int32
+		output                  *outputFormat
 	)
 	cmd := &cobra.Command{
-		Use:   "name --component C --version V [--uid U] [--collision-count N] [-o json]",
+		Use:   "name --component C --version V [--uid U] [--collision-count N] [-o json|yaml]",
 		Short: "Print the ArtifactDeployment name an artifact gets",
 		Long: "Prints the ArtifactDeployment name an artifact gets. Pass --uid (the VectorDeployment's UID) for an artifact\n" +
 			"whose manifest disables reuse, and --collision-count for a slot whose counter was bumped.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "" && output != outputJSON {
-				return fmt.Errorf("unknown output format %q (want json)", output)
-			}
 			name, hash, err := naming.ArtifactDeploymentName(component, version, uid, collisionCount)
 			if err != nil {
 				return err
 			}
-			if output == outputJSON {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(struct {
+			if output.structured() {
+				return printStructured(cmd.OutOrStdout(), output.value, struct {
 					Name string `json:"name"`
 					Hash string `json:"hash"`
 				}{name, hash})
@@ -49,7 +40,7 @@ func newNameCommand() *cobra.Command {
 	f.StringVar(&version, "version", "", "OCM component version")
 	f.StringVar(&uid, "uid", "", "VectorDeployment UID, for artifacts that disable reuse")
 	f.Int32Var(&collisionCount, "collision-count", 0, "collision counter of the slot")
-	f.StringVarP(&output, "output", "o", "", "output format: json")
+	output = bindOutput(f, "", "output format: json or yaml (default: the name)", outputJSON, outputYAML)
 	_ = cmd.MarkFlagRequired("component")
 	_ = cmd.MarkFlagRequired("version")
 	return cmd

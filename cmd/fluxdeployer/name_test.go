@@ -33,6 +33,10 @@ func TestNamePrintsTheConstructedName(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &got) != nil || got.Name != want || got.Hash != wantHash {
 		t.Fatalf("name -o json = %q, %v; want name %q hash %q", out, err, want, wantHash)
 	}
+	out, err = execute("name", "--component", "acme.org/x/app", "--version", "1.2.3", "--uid", "uid-1", "--collision-count", "2", "-o", "yaml")
+	if wantYAML := "hash: " + wantHash + "\nname: " + want + "\n"; err != nil || out != wantYAML {
+		t.Fatalf("name -o yaml = %q, %v; want %q", out, err, wantYAML)
+	}
 }
 
 func TestNameRejectsBadInput(t *testing.T) {
@@ -41,7 +45,7 @@ func TestNameRejectsBadInput(t *testing.T) {
 		{"name", "--component", "a", "--version", ""},
 		{"name", "--version", "1"},
 		{"name", "--component", "a", "--version", "1", "--collision-count", "-1"},
-		{"name", "--component", "a", "--version", "1", "-o", "yaml"},
+		{"name", "--component", "a", "--version", "1", "-o", "xml"},
 	} {
 		if out, err := execute(args...); err == nil {
 			t.Errorf("%v succeeded with %q", args, out)

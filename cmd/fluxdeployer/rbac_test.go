@@ -242,18 +242,32 @@ func (s *operatorScenario) run(t *testing.T, ns string) {
 func (s *operatorScenario) playFlux(t *testing.T, ad *konfidencev1.ArtifactDeployment) {
 	t.Helper()
 	c := s.env.Client
-	ready := metav1.Condition{Type: meta.ReadyCondition, Status: metav1.ConditionTrue, Reason: meta.SucceededReason, Message: "done"}
-	var objs []fluxStatusObject
 	if ad.Spec.Manifest.Type == "cloud.konfidence.flux.helm" {
-		chart := &sourcev1.HelmChart{
+		create(t, c, &sourcev1.HelmChart{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Namespace + "-" + ad.Name, Labels: map[string]string{
 				"helm.toolkit.fluxcd.io/name": ad.Name, "helm.toolkit.fluxcd.io/namespace": ad.Namespace}},
 			Spec: sourcev1.HelmChartSpec{Chart: "podinfo", Version: "6.9.1", Interval: metav1.Duration{Duration: time.Minute},
 				SourceRef: sourcev1.LocalHelmChartSourceReference{Kind: sourcev1.HelmRepositoryKind, Name: ad.Name}},
-		}
-		create(t, c, chart)
+		})
+	}
+	s.replayFlux(t, ad)
+	create(t, c, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name, Labels: map[string]string{konfidencev1.ArtifactDeploymentLabel: ad.Name},
+			Annotations: map[string]string{konfidencev1.DeploymentResultLabel: ""}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+	})
+}
+
+// replayFlux reports an ArtifactDeployment's Flux objects Ready for their current generation, as Flux's
+// controllers do after every change of their spec.
+func (s *operatorScenario) replayFlux(t *testing.T, ad *konfidencev1.ArtifactDeployment) {
+	t.Helper()
+	ready := metav1.Condition{Type: meta.ReadyCondition, Status: metav1.ConditionTrue, Reason: meta.SucceededReason, Message: "done"}
+	var objs []fluxStatusObject
+	if ad.Spec.Manifest.Type == "cloud.konfidence.flux.helm" {
 		released := ready
 		released.Type = helmv2.ReleasedCondition
+		chart := &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Namespace + "-" + ad.Name}}
 		objs = []fluxStatusObject{{chart, []metav1.Condition{ready}}, {&helmv2.HelmRelease{}, []metav1.Condition{ready, released}}}
 	} else {
 		healthy := ready
@@ -265,13 +279,8 @@ func (s *operatorScenario) playFlux(t *testing.T, ad *konfidencev1.ArtifactDeplo
 			o.obj.SetNamespace(ad.Namespace)
 			o.obj.SetName(ad.Name)
 		}
-		setFluxStatus(t, c, o.obj, o.conditions)
+		setFluxStatus(t, s.env.Client, o.obj, o.conditions)
 	}
-	create(t, c, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name, Labels: map[string]string{konfidencev1.ArtifactDeploymentLabel: ad.Name},
-			Annotations: map[string]string{konfidencev1.DeploymentResultLabel: ""}},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
-	})
 }
 
 type fluxStatusObject struct {

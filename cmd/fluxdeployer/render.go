@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,18 +26,17 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment"
 )
 
-// outputYAML is the default format of render: documents kubectl diff -f - and kubectl apply -f - read.
-const outputYAML = "yaml"
-
-// placeholderUID stands in for UIDs the API server has not assigned: the VectorDeployment's when --uid is not
-// given, and every ArtifactDeployment's in its Flux objects' owner references.
+// placeholderUID stands in for UIDs the API server has not assigned: the VectorDeployment's when render's or vector
+// inspect's --uid is not given (so both name non-reusable artifacts alike), a VectorDeployment diff plans, and
+// every ArtifactDeployment's in its Flux objects' owner references.
 const placeholderUID types.UID = "00000000-0000-0000-0000-000000000000"
 
 type renderOptions struct {
-	namespace, name, uid, output string
-	configFile                   string
-	secrets                      []string
-	caFile, dockerConfig         string
+	namespace, name, uid string
+	output               *outputFormat
+	configFile           string
+	secrets              []string
+	registry             registryFlags
 }
 
 func newRenderCommand() *cobra.Command {
@@ -59,24 +59,29 @@ func newRenderCommand() *cobra.Command {
 	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace of the VectorDeployment")
 	f.StringVar(&o.name, "name", "", "name of the VectorDeployment (default: the vector component's last path segment)")
 	f.StringVar(&o.uid, "uid", "", "UID of the VectorDeployment (default: a placeholder)")
-	f.StringVarP(&o.output, "output", "o", outputYAML, "output format: yaml (one document per object) or json (a v1 List)")
+	o.output = bindOutput(f, outputYAML, "output format: yaml (one document per object) or json (a v1 List)", outputYAML, outputJSON)
 	f.StringVar(&o.configFile, "flux-deployer-config", "", "YAML file of the Flux deployer's ConfigMap (default: no ConfigMap, the defaults)")
 	f.StringSliceVar(&o.secrets, "secret", nil, "Secret to assume exists in the namespace (pull Secrets and the kubeconfig Secret are referenced only when they exist)")
-	f.StringVar(&o.caFile, "ca-file", "", "PEM file of CAs to trust for registry TLS, instead of the system pool")
-	f.StringVar(&o.dockerConfig, "docker-config", "", "docker config.json with registry credentials")
+	o.registry.bind(f)
 	_ = cmd.MarkFlagRequired("namespace")
 	return cmd
 }
 
 func (o renderOptions) run(cmd *cobra.Command, ref string) error {
-	if o.output != outputYAML && o.output != outputJSON {
-		return fmt.Errorf("unknown output format %q (want yaml or json)", o.output)
+	if msgs := apivalidation.ValidateNamespaceName(o.namespace, false); len(msgs) > 0 {
+		return usageErrorf("--namespace %q: %s", o.namespace, strings.Join(msgs, "; "))
+	}
+	if err := validateName(o.name, "--name"); err != nil {
+		return err
 	}
 	configData, err := readConfigData(o.configFile)
 	if err != nil {
 		return err
 	}
-	opts, err := clientOptions(o.caFile, o.dockerConfig)
+	if err := fluxdeployer.ValidateConfig(configData); err != nil {
+		return fmt.Errorf("%s: %w", o.configFile, err)
+	}
+	opts, err := o.registry.options()
 	if err != nil {
 		return err
 	}
@@ -85,14 +90,31 @@ func (o renderOptions) run(cmd *cobra.Command, ref string) error {
 		return err
 	}
 	vd := o.vectorDeployment(ref, v.Component)
+	if o.name == "" {
+		if err := validateName(vd.Name, "the vector component's last path segment, the default of --name,"); err != nil {
+			return err
+		}
+	}
 	objects, err := render(vd, vectordeployment.ArtifactsOf(v), configData, o.secrets)
 	if err != nil {
 		return err
 	}
-	if o.output == outputJSON {
+	if o.output.value == outputJSON {
 		return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"apiVersion": "v1", "kind": "List", "items": objects})
 	}
 	return printYAML(cmd.OutOrStdout(), o.header(vd), objects)
+}
+
+// validateName refuses a VectorDeployment name the API server would refuse (a DNS-1123 subdomain), as a usage
+// error; empty passes.
+func validateName(name, what string) error {
+	if name == "" {
+		return nil
+	}
+	if msgs := apivalidation.NameIsDNSSubdomain(name, false); len(msgs) > 0 {
+		return usageErrorf("%s %q is no VectorDeployment name: %s", what, name, strings.Join(msgs, "; "))
+	}
+	return nil
 }
 
 // vectorDeployment is the VectorDeployment the rendered objects belong to, as the API server would hold it.
@@ -120,16 +142,12 @@ func render(vd *konfidencev1.VectorDeployment, artifacts []vectordeployment.Reso
 	}
 	var out []*unstructured.Unstructured
 	var errs []error
-	for _, ra := range artifacts {
-		if ra.Err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", ra.Ref, ra.Err))
+	for _, d := range desiredArtifacts(scheme, vd, artifacts) {
+		if d.Err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", d.Ref, d.Err))
 			continue
 		}
-		ad, err := vectordeployment.DesiredArtifactDeployment(scheme, vd, ra.Artifact, 0)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", ra.Ref, err))
-			continue
-		}
+		ad := d.deployment
 		u, err := asCreated(scheme, ad)
 		if err != nil {
 			return nil, err
@@ -145,6 +163,27 @@ func render(vd *konfidencev1.VectorDeployment, artifacts []vectordeployment.Reso
 		out = append(append(out, u), flux...)
 	}
 	return out, errors.Join(errs...)
+}
+
+// desiredArtifact is one artifact of a vector with the ArtifactDeployment the VectorDeployment reconciler would
+// create for it, or, in Err, why it would create none (the artifact could not be read, or no ArtifactDeployment
+// can be built from it).
+type desiredArtifact struct {
+	vectordeployment.ResolvedArtifact
+	deployment *konfidencev1.ArtifactDeployment
+}
+
+// desiredArtifacts builds each artifact's ArtifactDeployment with the reconciler's own code, as it would for vd in
+// a fresh slot (collision count 0). render, vector inspect and diff all name artifacts through it.
+func desiredArtifacts(scheme *runtime.Scheme, vd *konfidencev1.VectorDeployment, artifacts []vectordeployment.ResolvedArtifact) []desiredArtifact {
+	out := make([]desiredArtifact, len(artifacts))
+	for i, ra := range artifacts {
+		out[i].ResolvedArtifact = ra
+		if ra.Err == nil {
+			out[i].deployment, out[i].Err = vectordeployment.DesiredArtifactDeployment(scheme, vd, ra.Artifact, 0)
+		}
+	}
+	return out
 }
 
 // asCreated is obj as sent to the API server on creation: with its kind, without status and timestamps.

@@ -84,6 +84,10 @@ func (o *runOptions) bindFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.shared.EventsAddr, "events-addr", "",
 		"address of notification-controller's event endpoint, e.g. http://notification-controller.flux-system.svc.cluster.local./ (empty: Kubernetes events only)")
 	f.IntVar(&o.shared.Concurrent, "concurrent", 4, "number of objects each reconciler reconciles at once")
+	// The former name of --concurrent: a Deployment that still passes it starts, with the value honoured and a
+	// warning on stderr, rather than failing on an unknown flag.
+	f.IntVar(&o.shared.Concurrent, "vectordeployment-concurrency", 4, "former name of --concurrent")
+	_ = f.MarkDeprecated("vectordeployment-concurrency", "use --concurrent")
 	f.DurationVar(&o.shared.RequeueDependency, "requeue-dependency", 30*time.Second,
 		"interval at which a VectorDeployment waiting for its ArtifactDeployments to be ready is reconciled again")
 	// Flux's WatchOptions.BindFlags would also add --watch-configs-label-selector, which nothing here watches.

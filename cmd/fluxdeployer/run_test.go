@@ -61,7 +61,8 @@ func TestManagerStopsWithCallsInFlight(t *testing.T) {
 	ns := namespace(t, env.Client)
 	o := parseRunOptions(t, "--metrics-addr=0", "--health-addr=0", "--graceful-shutdown-timeout=10s",
 		// Nothing but the manager's context ends the calls in flight: no request timeout, a far deadline.
-		"--remote-request-timeout=0", "--reconcile-timeout=1h", "--flux-deployer-config-namespace="+ns)
+		"--remote-request-timeout=0", "--reconcile-timeout=1h", "--flux-deployer-config-namespace="+ns,
+		"--allowed-target-hosts=127.0.0.1")
 	o.reuseControllerNames = true
 	mgr, err := newManager(env.Config, o)
 	if err != nil {

@@ -11,16 +11,26 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"oras.land/oras-go/v2/registry/remote/credentials"
 
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
-	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment"
 )
 
 func newVectorCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "vector",
 		Short: "Work with OCM vectors",
+		// Without a Run, cobra answers a misspelt subcommand with the help and exit 0.
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unknown command %q for %q", args[0], cmd.CommandPath())
+			}
+			return cmd.Help()
+		},
 	}
 	cmd.AddCommand(newVectorInspectCommand(), newVectorVerifyCommand())
 	return cmd
@@ -31,12 +41,16 @@ func newVectorCommand() *cobra.Command {
 type inspectedArtifact struct {
 	Component  string              `json:"component"`
 	Version    string              `json:"version"`
-	Type       string              `json:"type"`
+	Type       string              `json:"type,omitempty"`
 	AllowReuse bool                `json:"allowReuse"`
-	Name       string              `json:"name"`
-	Hash       string              `json:"hash"`
+	Name       string              `json:"name,omitempty"`
+	Hash       string              `json:"hash,omitempty"`
 	Tasks      []ocm.Task          `json:"tasks"`
 	Resources  []inspectedResource `json:"resources"`
+	// Reason and Error say why the operator would deploy no ArtifactDeployment for the artifact, with the reason
+	// the VectorDeployment's status would give; the vector's other artifacts still deploy.
+	Reason string `json:"reason,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 type inspectedResource struct {
@@ -47,49 +61,57 @@ type inspectedResource struct {
 	Digest string `json:"digest,omitempty"`
 }
 
+// inspection is the output of `vector inspect -o json|yaml`.
+type inspection struct {
+	Vector string `json:"vector"`
+	// UID is the VectorDeployment UID non-reusable artifacts are named for; UIDPlaceholder marks render's
+	// placeholder, used when --uid is not given.
+	UID            string              `json:"uid"`
+	UIDPlaceholder bool                `json:"uidPlaceholder,omitempty"`
+	Artifacts      []inspectedArtifact `json:"artifacts"`
+}
+
 func newVectorInspectCommand() *cobra.Command {
-	var uid, output string
+	var uid string
+	var output *outputFormat
 	var registry registryFlags
 	cmd := &cobra.Command{
-		Use:   "inspect REF [--uid U] [-o json|table]",
+		Use:   "inspect REF [--uid U] [-o table|json|yaml]",
 		Short: "Resolve a vector and print its artifacts",
 		Long: "Resolves an OCM vector reference, e.g. http://localhost:5000//acme.org/vectors/shop:1.0.0 (registry) or\n" +
 			"ctf::./ctf//acme.org/vectors/shop:1.0.0 (CTF directory), and prints for each artifact its component, version,\n" +
-			"deployer type, allowReuse, the ArtifactDeployment name it gets, its tasks and its resources. --uid stands in\n" +
-			"for the VectorDeployment UID, which names artifacts that disable reuse.",
+			"deployer type, allowReuse, the ArtifactDeployment name it gets, its tasks and its resources, or why the operator\n" +
+			"would deploy none for it (the others still deploy; the command then exits 1). --uid stands in for the\n" +
+			"VectorDeployment UID, which names artifacts that disable reuse; without it they are named for the placeholder\n" +
+			"UID " + string(placeholderUID) + ", as render names them.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != outputJSON && output != outputTable {
-				return fmt.Errorf("unknown output format %q (want json or table)", output)
-			}
 			opts, err := registry.options()
 			if err != nil {
 				return err
 			}
 			v, err := ocm.NewClient(opts).ResolveVector(cmd.Context(), args[0])
+			if v == nil {
+				return err
+			}
+			result, err := inspect(args[0], v, uid)
 			if err != nil {
 				return err
 			}
-			artifacts := make([]inspectedArtifact, 0, len(v.Artifacts))
-			for _, a := range v.Artifacts {
-				ia, err := inspectArtifact(a, uid)
-				if err != nil {
-					return err
-				}
-				artifacts = append(artifacts, ia)
+			if output.structured() {
+				err = printStructured(cmd.OutOrStdout(), output.value, result)
+			} else {
+				err = printArtifactTable(cmd.OutOrStdout(), result)
 			}
-			if output == outputJSON {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(struct {
-					Vector    string              `json:"vector"`
-					Artifacts []inspectedArtifact `json:"artifacts"`
-				}{args[0], artifacts})
+			if err != nil {
+				return err
 			}
-			return printArtifactTable(cmd.OutOrStdout(), artifacts)
+			return failedArtifacts(result.Artifacts)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&uid, "uid", "", "VectorDeployment UID, for artifacts that disable reuse")
-	f.StringVarP(&output, "output", "o", outputTable, "output format: json or table")
+	f.StringVar(&uid, "uid", "", "VectorDeployment UID, for artifacts that disable reuse (default: the placeholder "+string(placeholderUID)+")")
+	output = bindOutput(f, outputTable, "output format: table, json or yaml", outputTable, outputJSON, outputYAML)
 	registry.bind(f)
 	return cmd
 }
@@ -141,29 +163,63 @@ func clientOptions(caFile, dockerConfig string) (ocm.Options, error) {
 	return opts, nil
 }
 
-func inspectArtifact(a *ocm.Artifact, uid string) (inspectedArtifact, error) {
-	if a.AllowReuse {
-		uid = "" // reusable artifacts are shared across VectorDeployments, so their name must not depend on one
+// inspect names every artifact of v as the reconciler would for a VectorDeployment of UID uid (the placeholder
+// when empty), through the builder render uses, and reports each failed artifact with its reason.
+func inspect(ref string, v *ocm.Vector, uid string) (inspection, error) {
+	result := inspection{Vector: ref, UID: uid, Artifacts: make([]inspectedArtifact, 0, len(v.References))}
+	if uid == "" {
+		result.UID, result.UIDPlaceholder = string(placeholderUID), true
 	}
-	name, hash, err := naming.ArtifactDeploymentName(a.Component, a.Version, uid, 0)
+	scheme, err := newScheme()
 	if err != nil {
-		return inspectedArtifact{}, err
+		return result, err
 	}
-	ia := inspectedArtifact{
-		Component: a.Component, Version: a.Version, Type: a.Type, AllowReuse: a.AllowReuse, Name: name, Hash: hash,
-		Tasks:     append([]ocm.Task{}, a.Tasks...),
-		Resources: make([]inspectedResource, 0, len(a.Resources)),
+	vd := &konfidencev1.VectorDeployment{ObjectMeta: metav1.ObjectMeta{UID: types.UID(result.UID)}, Spec: konfidencev1.VectorDeploymentSpec{Vector: ref}}
+	for i, d := range desiredArtifacts(scheme, vd, vectordeployment.ArtifactsOf(v)) {
+		result.Artifacts = append(result.Artifacts, inspectArtifact(d, v.Artifacts[i]))
 	}
-	for _, r := range a.Resources {
-		ia.Resources = append(ia.Resources, inspectedResource{Name: r.Name, Type: r.Type, Access: r.Access, Digest: r.Digest})
-	}
-	return ia, nil
+	return result, nil
 }
 
-func printArtifactTable(out io.Writer, artifacts []inspectedArtifact) error {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0) // buffers: Flush reports any write error
-	_, _ = fmt.Fprintln(w, "COMPONENT\tVERSION\tTYPE\tREUSE\tNAME\tTASKS\tRESOURCES")
+func inspectArtifact(d desiredArtifact, a *ocm.Artifact) inspectedArtifact {
+	ia := inspectedArtifact{
+		Component: d.Component, Version: strings.TrimPrefix(d.Ref, d.Component+":"),
+		Tasks: []ocm.Task{}, Resources: []inspectedResource{},
+	}
+	if a != nil {
+		ia.Version, ia.Type, ia.AllowReuse = a.Version, a.Type, a.AllowReuse
+		ia.Tasks = append(ia.Tasks, a.Tasks...)
+		for _, r := range a.Resources {
+			ia.Resources = append(ia.Resources, inspectedResource{Name: r.Name, Type: r.Type, Access: r.Access, Digest: r.Digest})
+		}
+	}
+	if d.Err != nil {
+		ia.Reason, ia.Error = vectordeployment.FailureReason(d.Err), d.Err.Error()
+		return ia
+	}
+	ia.Name, ia.Hash = d.deployment.Name, d.deployment.Annotations[konfidencev1.ArtifactHashAnnotation]
+	return ia
+}
+
+// failedArtifacts is the error of an inspection in which some artifact would not deploy.
+func failedArtifacts(artifacts []inspectedArtifact) error {
+	failed := 0
 	for _, a := range artifacts {
+		if a.Error != "" {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d artifacts would not deploy", failed, len(artifacts))
+	}
+	return nil
+}
+
+func printArtifactTable(out io.Writer, result inspection) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0) // buffers: Flush reports any write error
+	_, _ = fmt.Fprintln(w, "COMPONENT\tVERSION\tTYPE\tREUSE\tNAME\tTASKS\tRESOURCES\tSTATUS")
+	placeholderNamed := false
+	for _, a := range result.Artifacts {
 		tasks := make([]string, 0, len(a.Tasks))
 		for _, t := range a.Tasks {
 			tasks = append(tasks, t.Name)
@@ -172,10 +228,22 @@ func printArtifactTable(out io.Writer, artifacts []inspectedArtifact) error {
 		for _, r := range a.Resources {
 			resources = append(resources, r.Name+"("+r.Type+")"+shortDigest(r.Digest))
 		}
-		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%s\t%s\t%s\n", a.Component, a.Version, a.Type, a.AllowReuse, a.Name,
-			orDash(strings.Join(tasks, ",")), orDash(strings.Join(resources, ",")))
+		status := "ok"
+		if a.Error != "" {
+			status = a.Reason + ": " + a.Error
+		}
+		placeholderNamed = placeholderNamed || (result.UIDPlaceholder && a.Name != "" && !a.AllowReuse)
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\n", a.Component, a.Version, orDash(a.Type), a.AllowReuse, orDash(a.Name),
+			orDash(strings.Join(tasks, ",")), orDash(strings.Join(resources, ",")), status)
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if placeholderNamed {
+		_, err := fmt.Fprintf(out, "Non-reusable artifacts are named for the placeholder VectorDeployment UID %s (--uid), as render names them.\n", placeholderUID)
+		return err
+	}
+	return nil
 }
 
 // shortDigest abbreviates a pinned digest for the table as "@sha256:" and 12 hex digits, as docker shortens IDs.

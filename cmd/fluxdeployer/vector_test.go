@@ -26,8 +26,10 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 }
 
 type inspectOutput struct {
-	Vector    string `json:"vector"`
-	Artifacts []struct {
+	Vector         string `json:"vector"`
+	UID            string `json:"uid"`
+	UIDPlaceholder bool   `json:"uidPlaceholder"`
+	Artifacts      []struct {
 		Component  string `json:"component"`
 		Version    string `json:"version"`
 		Type       string `json:"type"`
@@ -91,7 +93,8 @@ func TestVectorInspectJSON(t *testing.T) {
 			if back.Version != "2.0.0+build.5" || back.AllowReuse || back.Name != wantBack || back.Hash != hashBack || back.Tasks == nil {
 				t.Errorf("backend = %+v, want name %s (with the uid) and tasks []", back, wantBack)
 			}
-			if len(front.Tasks) != 1 || front.Tasks[0].Name != "seed-data" || string(front.Tasks[0].Spec) != `{"image":"seed:1.0"}` {
+			var spec bytes.Buffer
+			if len(front.Tasks) != 1 || front.Tasks[0].Name != "seed-data" || json.Compact(&spec, front.Tasks[0].Spec) != nil || spec.String() != `{"image":"seed:1.0"}` {
 				t.Errorf("frontend tasks = %+v", front.Tasks)
 			}
 			if len(front.Resources) != 1 || front.Resources[0].Access["imageReference"] != "ghcr.io/stefanprodan/charts/podinfo:6.9.1" {
@@ -110,8 +113,9 @@ func TestVectorInspectTable(t *testing.T) {
 	}
 	name, _, _ := naming.ArtifactDeploymentName("acme.org/artifacts/frontend", "1.2.3", "", 0)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], "COMPONENT") ||
-		!strings.Contains(lines[1], name) || !strings.Contains(lines[1], "seed-data") || !strings.Contains(lines[1], "chart(helmChart)") {
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "COMPONENT") ||
+		!strings.Contains(lines[1], name) || !strings.Contains(lines[1], "seed-data") || !strings.Contains(lines[1], "chart(helmChart)") ||
+		!strings.HasPrefix(lines[3], "Non-reusable artifacts are named for the placeholder VectorDeployment UID") {
 		t.Errorf("table output:\n%s", out)
 	}
 }
@@ -158,7 +162,7 @@ func TestVectorInspectErrors(t *testing.T) {
 			t.Errorf("inspect %s: error %q, want prefix %q", args, err, wantPrefix)
 		}
 	}
-	if _, err := runCLI(t, "vector", "inspect", dir+"//acme.org/vectors/shop:1.0.0", "-o", "yaml"); err == nil {
-		t.Error("-o yaml was accepted")
+	if _, err := runCLI(t, "vector", "inspect", dir+"//acme.org/vectors/shop:1.0.0", "-o", "xml"); err == nil {
+		t.Error("-o xml was accepted")
 	}
 }

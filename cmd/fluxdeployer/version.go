@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -10,23 +9,20 @@ import (
 )
 
 func newVersionCommand() *cobra.Command {
-	var output string
+	var output *outputFormat
 	cmd := &cobra.Command{
-		Use:   "version [-o json]",
+		Use:   "version [-o json|yaml]",
 		Short: "Print the version, commit and Go version of this build",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info := version.Get()
-			switch output {
-			case "json":
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(info)
-			case "":
-				_, err := fmt.Fprintf(cmd.OutOrStdout(), "version: %s\ncommit: %s\ngo: %s\n", info.Version, info.Commit, info.GoVersion)
-				return err
+			if output.structured() {
+				return printStructured(cmd.OutOrStdout(), output.value, info)
 			}
-			return fmt.Errorf("unknown output format %q (want json)", output)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "version: %s\ncommit: %s\ngo: %s\n", info.Version, info.Commit, info.GoVersion)
+			return err
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json")
+	output = bindOutput(cmd.Flags(), "", "output format: json or yaml (default: one field a line)", outputJSON, outputYAML)
 	return cmd
 }

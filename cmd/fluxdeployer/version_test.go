@@ -23,8 +23,12 @@ func TestVersionPrintsVersionCommitAndGoVersion(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &got) != nil || got != (version.Info{Version: "1.2.3", Commit: "0123abcd", GoVersion: runtime.Version()}) {
 		t.Fatalf("version -o json = %q, %v", out, err)
 	}
-	if out, err := execute("version", "-o", "yaml"); err == nil {
-		t.Fatalf("version -o yaml succeeded with %q", out)
+	out, err = execute("version", "-o", "yaml")
+	if want := "commit: 0123abcd\ngoVersion: " + runtime.Version() + "\nversion: 1.2.3\n"; err != nil || out != want {
+		t.Fatalf("version -o yaml = %q, %v; want %q", out, err, want)
+	}
+	if out, err := execute("version", "-o", "xml"); err == nil {
+		t.Fatalf("version -o xml succeeded with %q", out)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,15 +99,29 @@ func loadConfig(ctx context.Context, r client.Reader, key types.NamespacedName) 
 	}
 	c, err := parseConfig(cm.Data)
 	if err != nil {
-		return config{}, terminal(konfidencev1.InvalidConfigurationReason, "ConfigMap %s: %v", key, err)
+		return config{}, terminal(asStepError(err, konfidencev1.InvalidConfigurationReason).reason, "ConfigMap %s: %v", key, err)
 	}
 	return c, nil
 }
 
+// ValidateConfig checks the data of the deployer's ConfigMap as every reconcile does, for `fluxdeployer render`:
+// the error names every bad key and starts with the reason the ArtifactDeployments would carry.
+func ValidateConfig(data map[string]string) error {
+	if _, err := parseConfig(data); err != nil {
+		return withReason(err)
+	}
+	return nil
+}
+
+// parseConfig reads the ConfigMap's data. A failure is terminal, naming every bad key: InvalidConfiguration for a
+// value that does not parse, else UnknownConfigurationKey for a key the deployer does not read (a typo such as
+// "intervall" would otherwise leave the setting it meant at its default, silently).
 func parseConfig(data map[string]string) (config, error) {
 	c := defaultConfig()
 	var errs []error
+	known := map[string]bool{}
 	field := func(key string, parse func(string) error) {
+		known[key] = true
 		if v, ok := data[key]; ok {
 			if err := parse(v); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", key, err))
@@ -154,7 +170,25 @@ func parseConfig(data map[string]string) (config, error) {
 		return nil
 	})
 	field(createNamespaceKey, func(v string) (err error) { c.createNamespace, err = strconv.ParseBool(v); return err })
-	return c, errors.Join(errs...)
+	if len(errs) > 0 {
+		errs = append(errs, unknownKeys(data, known)...)
+		return c, terminal(konfidencev1.InvalidConfigurationReason, "%w", errors.Join(errs...))
+	}
+	if unknown := unknownKeys(data, known); len(unknown) > 0 {
+		return c, terminal(konfidencev1.UnknownConfigurationKeyReason, "%w", errors.Join(unknown...))
+	}
+	return c, nil
+}
+
+// unknownKeys names each key of data the deployer does not read, in order, with the keys it does read.
+func unknownKeys(data map[string]string, known map[string]bool) []error {
+	var errs []error
+	for _, key := range slices.Sorted(maps.Keys(data)) {
+		if !known[key] {
+			errs = append(errs, fmt.Errorf("%s: unknown key (known: %s)", key, strings.Join(slices.Sorted(maps.Keys(known)), ", ")))
+		}
+	}
+	return errs
 }
 
 // positiveDuration parses a duration of at least a second: Flux's duration fields accept no smaller unit than ms,

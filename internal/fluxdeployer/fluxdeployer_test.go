@@ -11,10 +11,13 @@ func TestFluxDeployer(t *testing.T) {
 	t.Run("DeploymentResults", func(t *testing.T) { testDeploymentResults(t, h) })
 	t.Run("RemoteTargets", func(t *testing.T) { testRemoteTargets(t, h) })
 	t.Run("RemoteTimeouts", func(t *testing.T) { testRemoteTimeouts(t, h) })
+	t.Run("RemoteTargetAllowList", func(t *testing.T) { testRemoteTargetAllowList(t, h) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, h) })
 	t.Run("EndToEnd", func(t *testing.T) { testEndToEnd(t, h) })
 	t.Run("Operating", func(t *testing.T) { testOperating(t, h) })
 	t.Run("Teardown", func(t *testing.T) { testTeardown(t, h) })
+	t.Run("TeardownSuspended", func(t *testing.T) { testTeardownSuspended(t, h) })
+	t.Run("TeardownEnds", func(t *testing.T) { testTeardownEnds(t, h) })
 	t.Run("TargetNameConflict", func(t *testing.T) { testTargetNameConflict(t, h) })
 	t.Run("SecretPresence", func(t *testing.T) { testSecretPresence(t, h) })
 }

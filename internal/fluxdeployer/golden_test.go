@@ -36,11 +36,14 @@ func testGoldenFluxObjects(t *testing.T, h *harness) {
 	pullSecrets := map[string]string{authenticationSecretRefsKey: "registry.example.com:5000: registry-credentials\n"}
 
 	for _, tc := range []struct {
-		name      string
-		config    map[string]string
-		secrets   []string // Secrets that exist in the case's namespace
-		ad        func(namespace string) *konfidencev1.ArtifactDeployment
-		fluxKinds func() []client.Object
+		name    string
+		config  map[string]string
+		secrets []string // Secrets that exist in the case's namespace
+		// kubeconfigs are kubeconfig Secrets of the case's namespace (name: key) for the allowed remote target
+		// remote.example.com.
+		kubeconfigs map[string]string
+		ad          func(namespace string) *konfidencev1.ArtifactDeployment
+		fluxKinds   func() []client.Object
 	}{{
 		name: "oci-helm-chart",
 		ad: func(ns string) *konfidencev1.ArtifactDeployment {
@@ -78,7 +81,8 @@ func testGoldenFluxObjects(t *testing.T, h *harness) {
 		},
 		fluxKinds: kustomizeObjects,
 	}, {
-		name: "remote-target",
+		name:        "remote-target",
+		kubeconfigs: map[string]string{"landscape-kubeconfig": "value.yaml"},
 		config: map[string]string{
 			targetNamespaceKey:   "apps",
 			deploymentTargetsKey: "golden-remote-target:\n  secretRef:\n    name: landscape-kubeconfig\n    key: value.yaml\n",
@@ -90,8 +94,8 @@ func testGoldenFluxObjects(t *testing.T, h *harness) {
 		fluxKinds: helmObjects,
 	}, {
 		// No deploymentTargets entry, but the conventional kubeconfig Secret exists in the namespace.
-		name:    "remote-target-conventional-secret",
-		secrets: []string{"deployment-target-kubeconfig"},
+		name:        "remote-target-conventional-secret",
+		kubeconfigs: map[string]string{"deployment-target-kubeconfig": "value"},
 		ad: func(ns string) *konfidencev1.ArtifactDeployment {
 			return artifactDeployment(ns, "backend-1-2-3-build-5-e1mvwibzp5", KustomizeManifestType,
 				resource("bundle", "kustomize", ociAccess("ociArtifact", "registry.example.com/bundles/backend:1.2.3")))
@@ -148,8 +152,13 @@ func testGoldenFluxObjects(t *testing.T, h *harness) {
 				h.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Type: corev1.SecretTypeDockerConfigJson,
 					Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}})
 			}
+			for name, key := range tc.kubeconfigs {
+				h.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+					Data: map[string][]byte{key: []byte(remoteExampleKubeconfig)}})
+			}
 			h.configMap(t, ns, tc.config)
 			r, recorder := h.direct(ns)
+			r.remote.AllowedTargetHosts = []string{"remote.example.com"}
 			ad := tc.ad(ns)
 			h.create(t, ad)
 			got, err := h.reconcile(t, r, ad)
@@ -197,6 +206,15 @@ func testGoldenFluxObjects(t *testing.T, h *harness) {
 		})
 	}
 }
+
+// remoteExampleKubeconfig is a tenant's kubeconfig for the remote target remote.example.com.
+const remoteExampleKubeconfig = `apiVersion: v1
+kind: Config
+clusters: [{name: remote, cluster: {server: "https://remote.example.com:6443"}}]
+users: [{name: tenant, user: {token: tenant-token}}]
+contexts: [{name: remote, context: {cluster: remote, user: tenant}}]
+current-context: remote
+`
 
 // compareGolden renders objects as YAML without what the API server assigns (UIDs, versions, timestamps,
 // managed fields, status) and compares them with the file.

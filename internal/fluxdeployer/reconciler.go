@@ -107,6 +107,17 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.checkTarget(ctx, ad, refs.target); err != nil {
+		// Refused, as for a claim below: Flux objects applied before (e.g. before an upgrade that made remote
+		// targets opt-in) stop acting on the target, suspended, not deleted. Secrets are not watched: looked at
+		// again every interval.
+		if asStepError(err, "").stalled {
+			if suspendErr := r.passOnSuspend(ctx, ad, true); suspendErr != nil {
+				return ctrl.Result{}, suspendErr
+			}
+		}
+		return ctrl.Result{RequeueAfter: cfg.interval}, err
+	}
 	if err := r.checkClaim(ctx, cfg, ad, refs.target); err != nil {
 		// Flux objects applied before the clash arose (e.g. before targetNamespace was set) stop acting on the
 		// other's workloads: suspended, not deleted, since deleting would uninstall what they share.

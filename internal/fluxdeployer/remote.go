@@ -5,15 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	fluxclient "github.com/fluxcd/pkg/runtime/client"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -36,6 +44,9 @@ type RemoteOptions struct {
 	KubeConfig fluxclient.KubeConfigOptions
 	// ReconcileTimeout bounds the steps of one reconcile of an ArtifactDeployment (--reconcile-timeout).
 	ReconcileTimeout time.Duration
+	// AllowedTargetHosts are the API servers, host or host:port, that remote targets may name
+	// (--allowed-target-hosts). Empty: remote targets are off.
+	AllowedTargetHosts []string
 }
 
 // BindFlags registers the flags, with Flux's names where Flux has them.
@@ -46,6 +57,9 @@ func (o *RemoteOptions) BindFlags(fs *pflag.FlagSet) {
 		"timeout of each request the Flux deployer sends to a remote target's API server (0: none; --reconcile-timeout still applies)")
 	fs.DurationVar(&o.ReconcileTimeout, "reconcile-timeout", DefaultReconcileTimeout,
 		"deadline of one ArtifactDeployment reconcile; the status is written after it")
+	fs.StringSliceVar(&o.AllowedTargetHosts, "allowed-target-hosts", nil,
+		"API server hosts (host[:port]) of the remote clusters ArtifactDeployments may deploy to through a kubeconfig; "+
+			"a kubeconfig naming another is refused (RemoteTargetNotAllowed). Empty: remote targets are off")
 }
 
 func (o RemoteOptions) reconcileTimeout() time.Duration {
@@ -83,9 +97,9 @@ func (o RemoteOptions) remoteReader(ctx context.Context, kubeconfig []byte, sour
 // timeout and never falls back to the operator's own configuration. Where Flux silently drops an exec entry, an
 // auth-provider or insecure-skip-tls-verify, this refuses the kubeconfig, so that the tenant learns why.
 func (o RemoteOptions) restConfig(ctx context.Context, kubeconfig []byte, source string) (*rest.Config, error) {
-	raw, err := clientcmd.Load(kubeconfig)
+	raw, err := o.loadAllowed(kubeconfig, source)
 	if err != nil {
-		return nil, terminal(konfidencev1.DeploymentResultFailedReason, "%s: %v", source, err)
+		return nil, err
 	}
 	if err := fluxclient.ValidateKubeConfig(raw); err != nil {
 		return nil, terminal(konfidencev1.UnsafeKubeConfigReason, "%s: %v", source, err)
@@ -106,6 +120,68 @@ func (o RemoteOptions) restConfig(ctx context.Context, kubeconfig []byte, source
 	return fluxclient.KubeConfig(ctx, cfg, o.KubeConfig), nil
 }
 
+// loadAllowed reads a kubeconfig and refuses it unless the operator allows its API server, before anything else
+// is done with it.
+func (o RemoteOptions) loadAllowed(kubeconfig []byte, source string) (*clientcmdapi.Config, error) {
+	raw, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return nil, terminal(konfidencev1.DeploymentResultFailedReason, "%s: %s", source, printable(err.Error()))
+	}
+	if err := o.allowServer(raw); err != nil {
+		return nil, terminal(konfidencev1.RemoteTargetNotAllowedReason, "%s: %v", source, err)
+	}
+	return raw, nil
+}
+
+// allowServer refuses a kubeconfig unless remote targets are on and the API server of its current context (and
+// the proxy it would be reached through) is among the allowed hosts. A tenant writes the kubeconfig: without this,
+// any tenant makes the operator, and Flux, send requests to whatever address it names, internal ones included.
+func (o RemoteOptions) allowServer(raw *clientcmdapi.Config) error {
+	if err := o.enabled(); err != nil {
+		return err
+	}
+	var cluster *clientcmdapi.Cluster
+	if c, ok := raw.Contexts[raw.CurrentContext]; ok {
+		cluster = raw.Clusters[c.Cluster]
+	}
+	if cluster == nil || cluster.Server == "" {
+		return fmt.Errorf("the current context %q names no API server", printable(raw.CurrentContext))
+	}
+	if err := o.allowHost("API server", cluster.Server); err != nil {
+		return err
+	}
+	if cluster.ProxyURL != "" {
+		return o.allowHost("proxy", cluster.ProxyURL)
+	}
+	return nil
+}
+
+// enabled refuses every remote target unless the platform allowed some.
+func (o RemoteOptions) enabled() error {
+	if len(o.AllowedTargetHosts) == 0 {
+		return errors.New("remote targets are off: the operator deploys to remote clusters only with --allowed-target-hosts")
+	}
+	return nil
+}
+
+// allowHost refuses an address unless its host, or host:port, is listed in AllowedTargetHosts (case-insensitive).
+// An address without a scheme is read as client-go reads one, as https.
+func (o RemoteOptions) allowHost(what, address string) error {
+	if !strings.Contains(address, "://") {
+		address = "https://" + address
+	}
+	u, err := url.Parse(address)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("the %s %q is not a URL", what, printable(address))
+	}
+	if slices.ContainsFunc(o.AllowedTargetHosts, func(h string) bool {
+		return strings.EqualFold(h, u.Host) || strings.EqualFold(h, u.Hostname())
+	}) {
+		return nil
+	}
+	return fmt.Errorf("the %s %s is not among the allowed target hosts (--allowed-target-hosts)", what, printable(u.Host))
+}
+
 // refuseUnsafe refuses what would run a command or an auth plugin inside the operator, or skip TLS verification,
 // unless the operator allowed it with Flux's flag.
 func (o RemoteOptions) refuseUnsafe(cfg *rest.Config) error {
@@ -119,6 +195,49 @@ func (o RemoteOptions) refuseUnsafe(cfg *rest.Config) error {
 	}
 	return nil
 }
+
+// maxRemoteText bounds what of a remote target's or a kubeconfig's text a message repeats.
+const maxRemoteText = 256
+
+// printable is s without control and other non-printing characters (terminal escapes, line breaks, bidirectional
+// overrides), cut to maxRemoteText bytes: text a tenant or its target chose goes into a status, events and
+// notifications, which must show it as plain bounded text.
+func printable(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			continue
+		}
+		if b.Len()+utf8.RuneLen(r) > maxRemoteText {
+			b.WriteString("…")
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// remoteFailure is a failed request to a remote target as a status may show it. The target answers whatever it
+// likes, and client-go puts up to 2 KiB of an error body (or a Status's message of any length) into its error; of
+// an API error only the status code is kept, any other error's text is made printable. The cause
+// stays underneath, for isTimeout.
+func remoteFailure(err error) error {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		code := status.Status().Code
+		return &redacted{msg: fmt.Sprintf("the remote target answered HTTP %d %s", code, http.StatusText(int(code))), cause: err}
+	}
+	return &redacted{msg: printable(err.Error()), cause: err}
+}
+
+// redacted is an error shown by its message only, its cause kept for errors.Is and errors.As.
+type redacted struct {
+	msg   string
+	cause error
+}
+
+func (e *redacted) Error() string { return e.msg }
+func (e *redacted) Unwrap() error { return e.cause }
 
 // isTimeout says whether err is a request that got no answer in time: the request timeout or the reconcile's
 // deadline.

@@ -40,6 +40,7 @@ func testRemoteTargets(t *testing.T, h *harness) {
 			Data: map[string][]byte{"value": kubeconfig}})
 		h.configMap(t, ns, map[string]string{deploymentTargetsKey: ns + ":\n  secretRef:\n    name: landscape\n"})
 		r, recorder := h.direct(ns)
+		r.remote.AllowedTargetHosts = []string{loopback}
 		ad := deployed(t, h, r, ns)
 		drainEvents(recorder)
 		return r, recorder, ad
@@ -162,6 +163,9 @@ func testRemoteTargets(t *testing.T, h *harness) {
 	})
 }
 
+// loopback is the host of the test servers that play remote targets, which the tests allow.
+const loopback = "127.0.0.1"
+
 // operatorToken stands for a credential of the operator's process, in a file a tenant's kubeconfig may name.
 const operatorToken = "the-operators-service-account-token"
 
@@ -182,6 +186,8 @@ type remoteAPI struct {
 	mu     sync.Mutex
 	seen   []string // "METHOD path" each
 	auth   []string // the Authorization header of each request
+	// services, when set, answers the Service list instead.
+	services http.HandlerFunc
 }
 
 // remoteAPIResponses are the remote API's answers by the last element of the path: discovery (for clients that
@@ -200,7 +206,12 @@ func newRemoteAPI(t *testing.T) *remoteAPI {
 		a.mu.Lock()
 		a.seen = append(a.seen, req.Method+" "+req.URL.Path)
 		a.auth = append(a.auth, req.Header.Get("Authorization"))
+		services := a.services
 		a.mu.Unlock()
+		if services != nil && path.Base(req.URL.Path) == "services" {
+			services(w, req)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if req.Method == http.MethodGet {
 			_, _ = w.Write([]byte(remoteAPIResponses[path.Base(req.URL.Path)]))

@@ -21,7 +21,7 @@ func DesiredObjects(ad *konfidencev1.ArtifactDeployment, configData map[string]s
 	}
 	cfg, err := parseConfig(configData)
 	if err != nil {
-		return nil, withReason(terminal(konfidencev1.InvalidConfigurationReason, "%v", err))
+		return nil, withReason(err)
 	}
 	// A fresh namespace: no HelmRelease yet, whose release name a taken-over Konfidence name would keep.
 	objects, _, err := desiredObjects(ad, cfg, observed{

@@ -79,8 +79,11 @@ func (r *Reconciler) collectResults(ctx context.Context, ad *konfidencev1.Artifa
 }
 
 // listFailed classifies a failed Service list: a remote target that did not answer in time has a reason of its
-// own, since it is the tenant's to fix.
+// own, since it is the tenant's to fix; what a remote target answered is not repeated (see remoteFailure).
 func listFailed(t target, err error) error {
+	if t.kubeConfig != nil {
+		err = remoteFailure(err)
+	}
 	err = fmt.Errorf("listing Services in %s: %w", t.namespace, err)
 	if t.kubeConfig != nil && isTimeout(err) {
 		return transient(konfidencev1.RemoteTargetTimeoutReason, err)
@@ -100,9 +103,18 @@ func (r *Reconciler) targetReader(ctx context.Context, namespace string, t targe
 			"the target of namespace %s is given by ConfigMap %s (cloud identity); results are read only through a kubeconfig Secret",
 			namespace, t.kubeConfig.ConfigMapRef.Name)
 	}
+	data, source, err := r.kubeConfig(ctx, namespace, ref)
+	if err != nil {
+		return nil, err
+	}
+	return r.remote.remoteReader(ctx, data, source, r.scheme)
+}
+
+// kubeConfig reads a remote target's kubeconfig from its Secret, and names the Secret and key for messages.
+func (r *Reconciler) kubeConfig(ctx context.Context, namespace string, ref *meta.SecretKeyReference) (data []byte, source string, err error) {
 	secret := &corev1.Secret{}
 	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, secret); err != nil {
-		return nil, transient(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("reading kubeconfig Secret %s/%s: %w", namespace, ref.Name, err))
+		return nil, "", transient(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("reading kubeconfig Secret %s/%s: %w", namespace, ref.Name, err))
 	}
 	// The keys Flux reads when secretRef.key is empty.
 	keys := []string{ref.Key}
@@ -111,8 +123,31 @@ func (r *Reconciler) targetReader(ctx context.Context, namespace string, t targe
 	}
 	for _, k := range keys {
 		if data, ok := secret.Data[k]; ok {
-			return r.remote.remoteReader(ctx, data, fmt.Sprintf("kubeconfig Secret %s/%s key %s", namespace, ref.Name, k), r.scheme)
+			return data, fmt.Sprintf("kubeconfig Secret %s/%s key %s", namespace, ref.Name, k), nil
 		}
 	}
-	return nil, terminal(konfidencev1.DeploymentResultFailedReason, "kubeconfig Secret %s/%s has none of the keys %v", namespace, ref.Name, keys)
+	return nil, "", terminal(konfidencev1.DeploymentResultFailedReason, "kubeconfig Secret %s/%s has none of the keys %v", namespace, ref.Name, keys)
+}
+
+// checkTarget refuses a remote target the operator does not allow before any Flux object refers to it: Flux would
+// apply there, and the deployer would read Services there. A kubeconfig Secret is read and its API server checked
+// (again before each request, see restConfig, since the tenant may change it); a ConfigMap reference (cloud
+// identity), which only the platform's deploymentTargets can give and which the deployer never calls, needs
+// remote targets to be on.
+func (r *Reconciler) checkTarget(ctx context.Context, ad *konfidencev1.ArtifactDeployment, t target) error {
+	if t.kubeConfig == nil {
+		return nil
+	}
+	if t.kubeConfig.SecretRef == nil {
+		if err := r.remote.enabled(); err != nil {
+			return terminal(konfidencev1.RemoteTargetNotAllowedReason, "the target of namespace %s (ConfigMap %s): %v", ad.Namespace, t.kubeConfig.ConfigMapRef.Name, err)
+		}
+		return nil
+	}
+	data, source, err := r.kubeConfig(ctx, ad.Namespace, t.kubeConfig.SecretRef)
+	if err != nil {
+		return err
+	}
+	_, err = r.remote.loadAllowed(data, source)
+	return err
 }

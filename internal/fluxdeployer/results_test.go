@@ -92,6 +92,7 @@ func testDeploymentResults(t *testing.T, h *harness) {
 		})
 		r, _ := h.direct(ns)
 		r.serviceReader = unusableReader{t}
+		r.remote.AllowedTargetHosts = []string{loopback}
 		ad := deployed(t, h, r, ns)
 		h.create(t, service("remote-apps", "api-1-2-3-e1mvwibzp5", ad.Name, "api", http))
 		got, err := h.reconcile(t, r, ad)

@@ -2,6 +2,7 @@ package fluxdeployer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -13,7 +14,9 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -31,21 +34,23 @@ func (r *Reconciler) addFinalizer(ctx context.Context, ad *konfidencev1.Artifact
 // ArtifactDeployment until they are gone, which is when helm-controller has uninstalled the release or
 // kustomize-controller has pruned what it applied (their own finalizers). The wait is bounded by
 // teardownTimeout, counted from the Flux objects' deletion, so an operator that was down when the deletion
-// came still waits the full time once it is back.
+// came still waits the full time once it is back. Whatever fails, the deletion ends: a Flux object that cannot be
+// read or deleted is retried until teardownTimeout after the ArtifactDeployment's own deletion, and then left.
 func (r *Reconciler) teardown(ctx context.Context, ad *konfidencev1.ArtifactDeployment) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(ad, konfidencev1.TeardownFinalizer) {
 		return ctrl.Result{}, nil
 	}
+	// Read before any step that can fail: the escape hatch must work whatever else does.
+	skipWait := ad.Annotations[konfidencev1.SkipTeardownWaitAnnotation] == "true"
 	remaining, since, err := r.deleteFluxObjects(ctx, ad)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if len(remaining) == 0 {
-		return ctrl.Result{}, r.removeFinalizer(ctx, ad)
-	}
-	if ad.Annotations[konfidencev1.SkipTeardownWaitAnnotation] == "true" {
+	switch {
+	case skipWait:
 		r.event(ad, corev1.EventTypeWarning, konfidencev1.TearingDownReason, "not waiting for %s (annotation %s)",
-			strings.Join(remaining, ", "), konfidencev1.SkipTeardownWaitAnnotation)
+			pending(remaining, err), konfidencev1.SkipTeardownWaitAnnotation)
+		return ctrl.Result{}, r.removeFinalizer(ctx, ad)
+	case err != nil:
+		return r.teardownFailed(ctx, ad, err)
+	case len(remaining) == 0:
 		return ctrl.Result{}, r.removeFinalizer(ctx, ad)
 	}
 	timeout := r.teardownTimeout(ctx)
@@ -67,10 +72,45 @@ func (r *Reconciler) teardown(ctx context.Context, ad *konfidencev1.ArtifactDepl
 	return ctrl.Result{RequeueAfter: timeout - waited}, nil
 }
 
+// teardownFailed retries a teardown whose Flux objects could not all be read or deleted, with backoff, until
+// teardownTimeout after the ArtifactDeployment's deletion; then it lets the ArtifactDeployment go, with a
+// TeardownTimeout event naming the failure, so that no error (a refused request, say) keeps a namespace from being
+// deleted.
+func (r *Reconciler) teardownFailed(ctx context.Context, ad *konfidencev1.ArtifactDeployment, err error) (ctrl.Result, error) {
+	timeout := r.teardownTimeout(ctx)
+	if time.Since(ad.DeletionTimestamp.Time) < timeout {
+		return ctrl.Result{}, err
+	}
+	r.event(ad, corev1.EventTypeWarning, konfidencev1.TeardownTimeoutReason,
+		"gave up after %s: %v; what was not deleted is left to Kubernetes' garbage collector", timeout, err)
+	return ctrl.Result{}, r.removeFinalizer(ctx, ad)
+}
+
+// pending names what a teardown that does not wait leaves behind.
+func pending(remaining []string, err error) string {
+	what := "nothing"
+	if len(remaining) > 0 {
+		what = strings.Join(remaining, ", ")
+	}
+	if err != nil {
+		what += fmt.Sprintf(", nor for what could not be deleted (%v)", err)
+	}
+	return what
+}
+
 // deleteFluxObjects deletes the Flux objects ad controls and returns those still there and when the earliest
-// of them was deleted.
+// of them was deleted. A kind whose CRD is not installed has no objects (a Flux with kustomize-controller only
+// serves no HelmRelease); a kind that fails does not keep the others from being deleted.
+//
+// A suspended object is resumed before it is deleted: helm-controller and kustomize-controller skip the uninstall
+// and the prune of a suspended object, so deleting it suspended would leave its workloads behind, unowned and
+// unseen. Deleting an ArtifactDeployment means removing what it deployed, suspended or not; only objects the
+// deployer suspended on purpose (see suspendedOnPurpose) are deleted as they are, and an event says that their
+// workloads stay.
 func (r *Reconciler) deleteFluxObjects(ctx context.Context, ad *konfidencev1.ArtifactDeployment) (remaining []string, since time.Time, err error) {
 	since = time.Now()
+	why := suspendedOnPurpose(ad)
+	var errs, resumed, kept []string
 	for _, o := range []struct {
 		kind string
 		obj  client.Object
@@ -79,22 +119,74 @@ func (r *Reconciler) deleteFluxObjects(ctx context.Context, ad *konfidencev1.Art
 		{sourcev1.HelmRepositoryKind, &sourcev1.HelmRepository{}}, {sourcev1.OCIRepositoryKind, &sourcev1.OCIRepository{}},
 	} {
 		kind, obj, key := o.kind, o.obj, client.ObjectKeyFromObject(ad)
-		if err := r.client.Get(ctx, key, obj); apierrors.IsNotFound(err) {
+		name := kind + " " + key.String()
+		if err := r.client.Get(ctx, key, obj); apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 			continue
 		} else if err != nil {
-			return nil, since, fmt.Errorf("reading %s %s: %w", kind, key, err)
+			errs = append(errs, fmt.Sprintf("reading %s: %v", name, err))
+			continue
 		}
 		if !metav1.IsControlledBy(obj, ad) {
 			continue
 		}
 		if deleted := obj.GetDeletionTimestamp(); deleted != nil {
 			since = minTime(since, deleted.Time)
-		} else if err := r.client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-			return nil, since, fmt.Errorf("deleting %s %s: %w", kind, key, err)
+			remaining = append(remaining, name)
+			continue
 		}
-		remaining = append(remaining, kind+" "+key.String())
+		wasSuspended := suspended(obj)
+		if err := r.delete(ctx, obj, wasSuspended && why == ""); err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", name, err))
+			continue
+		}
+		switch {
+		case wasSuspended && why == "":
+			resumed = append(resumed, name)
+		case wasSuspended:
+			kept = append(kept, name)
+		}
+		remaining = append(remaining, name)
+	}
+	if len(resumed) > 0 {
+		r.event(ad, corev1.EventTypeNormal, konfidencev1.TearingDownReason,
+			"resumed the suspended %s before deleting, so that Flux uninstalls or prunes the workloads", strings.Join(resumed, ", "))
+	}
+	if len(kept) > 0 {
+		r.event(ad, corev1.EventTypeWarning, konfidencev1.TearingDownReason,
+			"deleted the suspended %s without resuming: %s; their workloads stay", strings.Join(kept, ", "), why)
+	}
+	if len(errs) > 0 {
+		return remaining, since, transient(konfidencev1.TearingDownReason, errors.New(strings.Join(errs, "; ")))
 	}
 	return remaining, since, nil
+}
+
+// delete deletes a Flux object, resuming it first if asked. The resume comes first: deleted while suspended, its
+// controller may let it go without uninstalling before a resume arrives.
+func (r *Reconciler) delete(ctx context.Context, obj client.Object, resume bool) error {
+	if resume {
+		patch := client.RawPatch(types.MergePatchType, operatingPatch(obj, false, ""))
+		if err := r.client.Patch(ctx, obj, patch, client.FieldOwner(FieldManager)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("resuming before deleting: %w", err)
+		}
+	}
+	if err := r.client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting: %w", err)
+	}
+	return nil
+}
+
+// suspendedOnPurpose says why the deployer suspended ad's Flux objects itself, so that their teardown must not
+// resume them, or "" when it did not. Its last status says so: a refusal's, which the teardown has not overwritten
+// yet when it deletes them, and a suspended ArtifactDeployment's status is not rewritten.
+func suspendedOnPurpose(ad *konfidencev1.ArtifactDeployment) string {
+	switch conditions.GetReason(ad, meta.ReadyCondition) {
+	case konfidencev1.TargetNameConflictReason:
+		return "another ArtifactDeployment holds their workload name in the target namespace, and their uninstall would remove its workloads"
+	case konfidencev1.RemoteTargetNotAllowedReason:
+		return "their remote target is not allowed (--allowed-target-hosts), so Flux is not sent there"
+	}
+	return ""
 }
 
 func minTime(a, b time.Time) time.Time {

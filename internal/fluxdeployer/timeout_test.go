@@ -49,7 +49,7 @@ func testRemoteTimeouts(t *testing.T, h *harness) {
 		ns := "silent-deadline"
 		silent := silentTarget(t, ns)
 		r, recorder := h.direct(ns)
-		r.remote = RemoteOptions{KubeConfig: kubeConfigOptions(0), ReconcileTimeout: 2 * time.Second}
+		r.remote = RemoteOptions{KubeConfig: kubeConfigOptions(0), ReconcileTimeout: 2 * time.Second, AllowedTargetHosts: []string{loopback}}
 		ad := deployed(t, h, r, ns)
 		drainEvents(recorder)
 
@@ -94,7 +94,7 @@ func testRemoteTimeouts(t *testing.T, h *harness) {
 			t.Fatal(err)
 		}
 		o := &Options{ConfigName: silentNS, ConfigNamespace: configNamespace,
-			Remote: RemoteOptions{KubeConfig: kubeConfigOptions(time.Second), ReconcileTimeout: time.Hour}}
+			Remote: RemoteOptions{KubeConfig: kubeConfigOptions(time.Second), ReconcileTimeout: time.Hour, AllowedTargetHosts: []string{loopback}}}
 		if _, err := o.setup(mgr, operating.Options{Concurrent: 1}); err != nil {
 			t.Fatal(err)
 		}

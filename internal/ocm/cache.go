@@ -1,9 +1,9 @@
 package ocm
 
 import (
+	"container/list"
 	"context"
-
-	klru "k8s.io/utils/lru"
+	"sync"
 )
 
 type bypassCacheKey struct{}
@@ -20,28 +20,54 @@ func bypassesCache(ctx context.Context) bool {
 	return bypass
 }
 
-// lru is a typed view of a size-bounded least-recently-used map (k8s.io/utils/lru, safe for concurrent use).
-// Component versions are immutable, so entries never expire; the bound only keeps a long-running operator's
-// memory flat.
+// lru is a least-recently-used map bounded by entries and by bytes, safe for concurrent use. Component versions
+// are immutable, so entries never expire; the bounds only keep a long-running operator's memory flat. The byte
+// bound matters because a registry, i.e. a tenant, decides how large an entry is: a count alone let 512 entries
+// of large descriptors retain hundreds of MiB.
 type lru[V any] struct {
-	name  string      // the cache label of the lookup metric
-	cache *klru.Cache // nil when caching is disabled
+	name       string // the cache label of the metrics
+	maxEntries int
+	maxBytes   int64
+	sizeOf     func(V) int64 // what an entry's value retains
+
+	mu      sync.Mutex
+	order   *list.List // of *lruEntry[V], most recently used first; nil when caching is disabled
+	entries map[string]*list.Element
+	bytes   int64
 }
 
-// newLRU returns a cache holding up to max entries; max <= 0 disables it (k8s.io/utils/lru reads 0 as unbounded).
-func newLRU[V any](name string, max int) *lru[V] {
-	if max <= 0 {
-		return &lru[V]{name: name}
+type lruEntry[V any] struct {
+	key   string
+	value V
+	size  int64
+}
+
+// lruEntryOverhead is what an entry costs besides its key and value: the list element, the map slot (at the map's
+// load factor) and the entry, each rounded up to its size class.
+const lruEntryOverhead = 192
+
+// newLRU returns a cache of at most maxEntries entries retaining at most maxBytes, values sized by sizeOf; a bound
+// <= 0 disables it.
+func newLRU[V any](name string, maxEntries int, maxBytes int64, sizeOf func(V) int64) *lru[V] {
+	c := &lru[V]{name: name, maxEntries: maxEntries, maxBytes: maxBytes, sizeOf: sizeOf}
+	if maxEntries > 0 && maxBytes > 0 {
+		c.order, c.entries = list.New(), map[string]*list.Element{}
 	}
-	return &lru[V]{name: name, cache: klru.New(max)}
+	return c
 }
 
 // get misses when ctx bypasses the cache.
 func (c *lru[V]) get(ctx context.Context, key string) (V, bool) {
-	if c.cache != nil && !bypassesCache(ctx) {
-		if v, ok := c.cache.Get(key); ok {
+	if c.order != nil && !bypassesCache(ctx) {
+		c.mu.Lock()
+		e, ok := c.entries[key]
+		if ok {
+			c.order.MoveToFront(e)
+		}
+		c.mu.Unlock()
+		if ok {
 			countLookup(c.name, true)
-			return v.(V), true
+			return e.Value.(*lruEntry[V]).value, true
 		}
 	}
 	countLookup(c.name, false)
@@ -49,14 +75,44 @@ func (c *lru[V]) get(ctx context.Context, key string) (V, bool) {
 	return zero, false
 }
 
+// add caches value under key, evicting the least recently used entries beyond the bounds. A value larger than the
+// byte bound is not cached (and replaces no entry): it would evict everything else, then itself.
 func (c *lru[V]) add(key string, value V) {
-	if c.cache != nil {
-		c.cache.Add(key, value)
+	if c.order == nil {
+		return
+	}
+	size := c.sizeOf(value) + int64(len(key)) + lruEntryOverhead
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.removeLocked(key)
+	if size > c.maxBytes {
+		return
+	}
+	c.entries[key] = c.order.PushFront(&lruEntry[V]{key: key, value: value, size: size})
+	c.account(size)
+	for c.order.Len() > c.maxEntries || c.bytes > c.maxBytes {
+		c.removeLocked(c.order.Back().Value.(*lruEntry[V]).key)
 	}
 }
 
 func (c *lru[V]) remove(key string) {
-	if c.cache != nil {
-		c.cache.Remove(key)
+	if c.order == nil {
+		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.removeLocked(key)
+}
+
+func (c *lru[V]) removeLocked(key string) {
+	if e, ok := c.entries[key]; ok {
+		c.order.Remove(e)
+		delete(c.entries, key)
+		c.account(-e.Value.(*lruEntry[V]).size)
+	}
+}
+
+func (c *lru[V]) account(delta int64) {
+	c.bytes += delta
+	cacheBytes.WithLabelValues(c.name).Add(float64(delta))
 }

@@ -9,7 +9,7 @@ import (
 
 func TestLRUEvictsLeastRecentlyUsed(t *testing.T) {
 	ctx := context.Background()
-	c := newLRU[int]("test", 2)
+	c := newLRU("test", 2, 1<<20, func(int) int64 { return 8 })
 	c.add("a", 1)
 	c.add("b", 2)
 	if v, ok := c.get(ctx, "a"); !ok || v != 1 { // a is now more recent than b
@@ -24,14 +24,47 @@ func TestLRUEvictsLeastRecentlyUsed(t *testing.T) {
 			t.Errorf("get(%s) = %v, %v; want %v", k, v, ok, want)
 		}
 	}
-	if c.cache.Len() != 2 {
-		t.Errorf("size %d, want 2", c.cache.Len())
+	if c.order.Len() != 2 {
+		t.Errorf("size %d, want 2", c.order.Len())
 	}
 
-	off := newLRU[int]("test", -1)
+	off := newLRU("test", -1, 1<<20, func(int) int64 { return 8 })
 	off.add("a", 1)
 	if _, ok := off.get(ctx, "a"); ok {
 		t.Error("disabled cache returned an entry")
+	}
+}
+
+// TestLRUBoundsBytes: entries are evicted, least recently used first, until the bytes they retain fit the bound;
+// an entry larger than the bound is not cached and drops the entry it would replace; the accounting returns to
+// zero when every entry is gone.
+func TestLRUBoundsBytes(t *testing.T) {
+	ctx := context.Background()
+	size := func(v []byte) int64 { return int64(len(v)) }
+	entry := func(key string, n int) int64 { return int64(n+len(key)) + lruEntryOverhead }
+	c := newLRU("test-bytes", 100, 3*entry("a", 1000), size)
+	for _, key := range []string{"a", "b", "c"} {
+		c.add(key, make([]byte, 1000))
+	}
+	c.get(ctx, "a") // a is now more recent than b
+	c.add("d", make([]byte, 1000))
+	if _, ok := c.get(ctx, "b"); ok {
+		t.Error("b survived although the bytes were over the bound and b was least recently used")
+	}
+	if c.order.Len() != 3 || c.bytes != 3*entry("a", 1000) {
+		t.Errorf("%d entries of %d bytes, want 3 of %d", c.order.Len(), c.bytes, 3*entry("a", 1000))
+	}
+	c.add("a", make([]byte, 4000)) // larger than the bound
+	if _, ok := c.get(ctx, "a"); ok || c.order.Len() != 2 || c.bytes != 2*entry("a", 1000) {
+		t.Errorf("an entry above the bound: cached %v, %d entries of %d bytes", ok, c.order.Len(), c.bytes)
+	}
+	c.remove("c")
+	c.remove("d")
+	if c.order.Len() != 0 || c.bytes != 0 {
+		t.Errorf("empty cache holds %d entries of %d bytes", c.order.Len(), c.bytes)
+	}
+	if got := testutil.ToFloat64(cacheBytes.WithLabelValues("test-bytes")); got != 0 {
+		t.Errorf("fluxdeployer_registry_cache_bytes = %v for an empty cache", got)
 	}
 }
 
@@ -56,7 +89,7 @@ func TestCacheKeyNormalisesRepositorySpelling(t *testing.T) {
 
 func TestLRUCountsLookups(t *testing.T) {
 	hits, misses := cacheLookups.WithLabelValues("counted", "hit"), cacheLookups.WithLabelValues("counted", "miss")
-	c := newLRU[int]("counted", 1)
+	c := newLRU("counted", 1, 1<<20, func(int) int64 { return 8 })
 	ctx := context.Background()
 	c.get(ctx, "a")
 	c.add("a", 1)

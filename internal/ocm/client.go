@@ -42,6 +42,18 @@ const (
 	DefaultHostWait    = 10 * time.Second
 	DefaultConcurrency = 4
 	DefaultCacheSize   = 512
+	// DefaultCacheBytes bounds each cache (vectors, artifacts) by what its entries retain. An artifact of a few
+	// resources retains 1 to 2 KiB, a vector its artifacts besides: 32 MiB holds DefaultCacheSize of either with
+	// room for vectors of hundreds of artifacts, yet the two caches together take an eighth of the operator's 512 Mi.
+	DefaultCacheBytes = 32 << 20
+)
+
+// Timeouts of the registry transport, below Options.Timeout, which bounds each call as a whole: a registry that
+// accepted a request and sent no response headers within responseHeaderTimeout is not going to, and an idle
+// connection is closed after idleConnTimeout rather than kept open for a registry that may never be read again.
+const (
+	responseHeaderTimeout = 30 * time.Second
+	idleConnTimeout       = 30 * time.Second
 )
 
 // Options configure a Client. The zero value is usable.
@@ -70,12 +82,15 @@ type Options struct {
 	// the caller's workers. Keep HostConcurrency below the number of workers.
 	HostConcurrency int
 	HostWait        time.Duration
-	// Timeout bounds one ResolveVector call, on top of the caller's context.
+	// Timeout bounds one ResolveVector call, and one VerifyVector call, on top of the caller's context.
 	Timeout time.Duration
 	// Concurrency bounds how many artifacts of a vector are resolved at once.
 	Concurrency int
 	// CacheSize bounds the number of cached vectors and, separately, artifacts. Negative disables caching.
 	CacheSize int
+	// CacheBytes bounds the bytes each cache retains, as it counts them (the retained, parsed form of its
+	// entries): a registry decides how large its component versions are. Negative disables caching.
+	CacheBytes int64
 }
 
 // withDefaults fills the fields left zero.
@@ -90,6 +105,9 @@ func (o Options) withDefaults() Options {
 	setDefault(&o.Concurrency, DefaultConcurrency)
 	if o.CacheSize == 0 {
 		o.CacheSize = DefaultCacheSize
+	}
+	if o.CacheBytes == 0 {
+		o.CacheBytes = DefaultCacheBytes
 	}
 	return o
 }
@@ -119,14 +137,15 @@ func NewClient(opts Options) *Client {
 	opts = opts.withDefaults()
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12}
+	transport.ResponseHeaderTimeout, transport.IdleConnTimeout = responseHeaderTimeout, idleConnTimeout
 	return &Client{
 		opts:      opts,
 		http:      &http.Client{Transport: retry.NewTransport(countingTransport{next: transport})},
 		tokens:    klru.New(DefaultCacheSize),
 		hosts:     newHostLimiter(opts.HostConcurrency, opts.HostWait),
-		vectors:   newLRU[*Vector]("vector", opts.CacheSize),
-		artifacts: newLRU[*Artifact]("artifact", opts.CacheSize),
-		verified:  newLRU[struct{}]("verification", opts.CacheSize),
+		vectors:   newLRU("vector", opts.CacheSize, opts.CacheBytes, (*Vector).retainedBytes),
+		artifacts: newLRU("artifact", opts.CacheSize, opts.CacheBytes, (*Artifact).retainedBytes),
+		verified:  newLRU("verification", opts.CacheSize, opts.CacheBytes, func(struct{}) int64 { return 0 }),
 	}
 }
 
@@ -143,10 +162,14 @@ func (c *Client) store(r Ref, a access) (store, error) {
 	}
 	ref := registry.Reference{Registry: r.Host(), Repository: spec.RepositoryPath(r.SubPath, r.Component)}
 	if err := ref.ValidateRepository(); err != nil {
-		return nil, &Error{Reason: ReasonReferenceInvalid, Ref: r.String(), Err: err}
+		return nil, &Error{Reason: ReasonReferenceInvalid, Ref: r.Describe(), Err: err}
 	}
-	client := &auth.Client{Client: c.http, Cache: c.tokenCache(a.id), Credential: auth.StaticCredential(a.host, a.cred)}
-	return &remote.Repository{Client: client, Reference: ref, PlainHTTP: r.PlainHTTP()}, nil
+	return &remote.Repository{Client: c.authClient(a), Reference: ref, PlainHTTP: r.PlainHTTP()}, nil
+}
+
+// authClient is the HTTP client of the reads under one access: its credential, and its credential's tokens.
+func (c *Client) authClient(a access) *auth.Client {
+	return &auth.Client{Client: c.http, Cache: c.tokenCache(a.id), Credential: auth.StaticCredential(a.host, a.cred)}
 }
 
 // tokenCache returns the token cache of one credential.

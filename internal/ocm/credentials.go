@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -131,20 +132,25 @@ type access struct {
 	withheld bool
 }
 
-// access decides the credential r's reads present. Credentials go in clear only to the hosts
-// Options.InsecureCredentialHosts lists: the scheme is the reference's, i.e. the tenant's, to choose.
+// access decides the credential r's reads present.
 func (c *Client) access(ctx context.Context, r Ref) (access, error) {
-	a := access{host: r.Host()}
 	if r.IsCTF() {
-		return a, nil
+		return access{}, nil
 	}
+	return c.hostAccess(ctx, r.Host(), r.PlainHTTP(), r.Describe())
+}
+
+// hostAccess decides the credential the reads of a registry host present, for ref. Credentials go in clear only
+// to the hosts Options.InsecureCredentialHosts lists: the scheme is the reference's, i.e. the tenant's, to choose.
+func (c *Client) hostAccess(ctx context.Context, host string, plainHTTP bool, ref string) (access, error) {
+	a := access{host: host}
 	cred, err := c.credential(ctx, a.host)
 	switch {
 	case err != nil:
-		return a, &Error{Reason: ReasonUnauthorized, Ref: r.String(), Err: err}
+		return a, &Error{Reason: ReasonUnauthorized, Ref: ref, Err: err}
 	case cred == auth.EmptyCredential:
 		return a, nil
-	case r.PlainHTTP() && !slices.Contains(c.opts.InsecureCredentialHosts, a.host):
+	case plainHTTP && !slices.Contains(c.opts.InsecureCredentialHosts, a.host):
 		a.withheld = true
 		return a, nil
 	}
@@ -167,6 +173,18 @@ func credentialID(cred auth.Credential) string {
 	h := sha256.New()
 	for _, part := range []string{cred.Username, cred.Password, cred.RefreshToken, cred.AccessToken} {
 		_, _ = fmt.Fprintf(h, "%d:%s", len(part), part) // a hash.Hash never fails to write
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// credentialsID identifies the credentials the reads under ctx present (WithCredentials), for the cache keys of
+// outcomes that depend on what those reads could see: one tenant's verification, which read a private registry
+// with its credentials, is not served to another tenant.
+func credentialsID(ctx context.Context) string {
+	creds, _ := ctx.Value(credentialsKey{}).(Credentials)
+	h := sha256.New()
+	for _, host := range slices.Sorted(maps.Keys(creds)) {
+		_, _ = fmt.Fprintf(h, "%d:%s %s\n", len(host), host, credentialID(creds[host])) // a hash.Hash never fails to write
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

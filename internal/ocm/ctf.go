@@ -28,7 +28,7 @@ func newCTFStore(r Ref) (*ctfStore, error) {
 	dir := strings.TrimPrefix(r.FilePath, "file://")
 	for _, ext := range []string{".tar", ".tgz", ".tar.gz"} {
 		if strings.HasSuffix(dir, ext) {
-			return nil, newError(ReasonReferenceInvalid, r.String(), "CTF archives are not supported, extract %s into a directory", dir)
+			return nil, newError(ReasonReferenceInvalid, r.Describe(), "CTF archives are not supported, extract %s into a directory", dir)
 		}
 	}
 	return &ctfStore{dir: dir, repository: spec.RepositoryPath("", r.Component)}, nil

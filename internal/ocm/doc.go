@@ -15,9 +15,11 @@
 // access is forwarded verbatim to the deployer.
 //
 // Registries are tenant input. What is read is bounded (per-kind size limits, YAML parsed only under YAML media
-// types, at most two decodes at once in the process), credentials go over TLS only unless a host is allowed in
-// clear, reads under different credentials share no cached result or token, and hosts can be allow-listed and
-// are limited in concurrent reads (docs/security.md).
+// types, documents refused when an object has a key twice or in two cases, at most two decodes at once in the
+// process), credentials go over TLS only unless a host is allowed in clear, reads under different credentials share
+// no cached result or token, and hosts can be allow-listed and are limited in concurrent reads; the registries
+// resource digests are checked in are read under the same rules (docs/security.md). The caches are bounded in
+// entries and bytes, and keep the parsed form of what was read, never a descriptor's bytes.
 //
 // VerifyVector checks a resolved vector against a TrustPolicy: the vector's OCM signatures (subpackage signing:
 // descriptor normalisation as OCM defines it, RSA signatures), each artifact's normalised descriptor against the

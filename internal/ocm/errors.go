@@ -50,13 +50,17 @@ const ReasonDescriptorMismatch Reason = "DescriptorMismatch"
 const (
 	ReasonSignatureMissing Reason = "SignatureMissing"
 	ReasonSignatureInvalid Reason = "SignatureInvalid"
+	// ReasonKeyRejected: a trusted key, or the key of a signer certificate, is not an RSA key of 2048 to 8192 bits
+	// (signing.ErrKeyRejected).
+	ReasonKeyRejected Reason = "KeyRejected"
 )
 
 // Error is the only error type this package returns. Match a class with errors.Is against the Err* values, or
 // extract it with errors.As to read Reason and Ref.
 type Error struct {
 	Reason Reason
-	// Ref names what failed: a component reference, or a component version and element.
+	// Ref names what failed for a person: a component version and its repository (Ref.Describe), or a component
+	// version and element.
 	Ref string
 	// Err is the underlying cause. It never carries credentials: the HTTP client only ever sees them in headers.
 	Err error
@@ -103,6 +107,7 @@ var (
 	ErrDescriptorMismatch    = &Error{Reason: ReasonDescriptorMismatch}
 	ErrSignatureMissing      = &Error{Reason: ReasonSignatureMissing}
 	ErrSignatureInvalid      = &Error{Reason: ReasonSignatureInvalid}
+	ErrKeyRejected           = &Error{Reason: ReasonKeyRejected}
 )
 
 // ReasonOf returns the Reason of the first *Error in err's chain, or "" if there is none.

@@ -8,14 +8,21 @@ import (
 	"time"
 )
 
-// allowed refuses a registry host the operator did not list (Options.AllowedHosts; empty allows every host): a
-// reference may name any host, internal addresses included, and the operator would read it. CTF references
-// name no host.
+// allowed refuses a reference to a registry host the operator did not list. CTF references name no host.
 func (c *Client) allowed(r Ref) error {
-	if r.IsCTF() || len(c.opts.AllowedHosts) == 0 || slices.Contains(c.opts.AllowedHosts, r.Host()) {
+	if r.IsCTF() {
 		return nil
 	}
-	return newError(ReasonRegistryNotAllowed, r.String(), "registry %s is not among the allowed registries (--allowed-registries)", r.Host())
+	return c.allowedHost(r.Host(), r.Describe())
+}
+
+// allowedHost refuses, for ref, a registry host the operator did not list (Options.AllowedHosts; empty allows
+// every host): a reference may name any host, internal addresses included, and the operator would read it.
+func (c *Client) allowedHost(host, ref string) error {
+	if len(c.opts.AllowedHosts) == 0 || slices.Contains(c.opts.AllowedHosts, host) {
+		return nil
+	}
+	return newError(ReasonRegistryNotAllowed, ref, "registry %s is not among the allowed registries (--allowed-registries)", host)
 }
 
 // hostLimiter bounds the reads in flight per registry host, so that a registry that answers slowly or never

@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/signing"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/spec"
 )
 
@@ -44,7 +47,12 @@ type Vector struct {
 	// Errors holds, for each artifact that failed, why; nil entries resolved.
 	Errors []error
 
-	descriptor rawDescriptor // for VerifyVector
+	// What VerifyVector checks, kept in place of the descriptor: the component references with the digests that
+	// pin the artifacts (aligned with References), and the signatures with the descriptor's digests (nil when
+	// the vector is unsigned, or signedErr when they cannot be read).
+	refs      []spec.Reference
+	signed    *signing.Signed
+	signedErr error
 }
 
 // Artifact is a resolved artifact component version.
@@ -64,7 +72,23 @@ type Artifact struct {
 	// Resources are every resource except the manifests, for the deployer to interpret.
 	Resources []Resource
 
-	descriptor rawDescriptor // for VerifyVector
+	// What VerifyVector checks, kept in place of the descriptor: the manifest resources (checked beside
+	// Resources), and the descriptor's digests under the algorithms signed vectors pin it by.
+	manifests  []Resource
+	normalised map[digestAlgorithms]digestOutcome
+}
+
+// digestAlgorithms names how a component reference's digest is computed.
+type digestAlgorithms struct{ normalisation, hash string }
+
+func algorithmsOf(d *spec.Digest) digestAlgorithms {
+	return digestAlgorithms{normalisation: d.NormalisationAlgorithm, hash: d.HashAlgorithm}
+}
+
+// digestOutcome is a descriptor's digest under one pair of algorithms, or why it has none.
+type digestOutcome struct {
+	value string
+	err   error
 }
 
 // Task is a cloud.konfidence.artifact.task.manifest local blob.
@@ -87,6 +111,9 @@ type Resource struct {
 	// pin an OCI artifact by: the blob digest (genericBlobDigest/v1, which OCM writes for OCI artifacts as the
 	// manifest digest) or ociArtifactDigest/v1.
 	Digest string
+
+	// recorded is the digest as the descriptor records it, for VerifyVector.
+	recorded *spec.Digest
 }
 
 // artifactManifest is the cloud.konfidence.artifact.manifest local blob.
@@ -121,7 +148,7 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	if !r.IsCTF() {
-		release, err := c.hosts.acquire(ctx, r.Host(), r.String())
+		release, err := c.hosts.acquire(ctx, r.Host(), r.Describe())
 		if err != nil {
 			return nil, err
 		}
@@ -131,19 +158,29 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 	if err != nil {
 		return nil, a.explain(err)
 	}
-	refs := cv.descriptor.Component.References
+	refs := slices.Clone(cv.descriptor.Component.References) // of exactly its length, as the vector keeps it
 	if len(refs) > c.opts.MaxReferences {
-		return nil, newError(ReasonTooManyReferences, r.String(), "the vector references %d components, at most %d are read", len(refs), c.opts.MaxReferences)
+		return nil, newError(ReasonTooManyReferences, r.Describe(), "the vector references %d components, at most %d are read", len(refs), c.opts.MaxReferences)
 	}
 	v := &Vector{
 		Component:  cv.descriptor.Component.Name,
 		Version:    cv.descriptor.Component.Version,
 		Digest:     cv.digest,
-		descriptor: cv.raw,
 		References: make([]string, len(refs)),
 		Components: make([]string, len(refs)),
 		Artifacts:  make([]*Artifact, len(refs)),
 		Errors:     make([]error, len(refs)),
+		refs:       refs,
+	}
+	if len(cv.descriptor.Signatures) > 0 {
+		// Only a signed vector can pass VerifyVector, so only for one are the digests computed, and they are
+		// computed now, while the descriptors are at hand, in a decode slot: normalising costs what decoding does.
+		if err := decodeBounded(ctx, r.Describe(), "signatures", func() error {
+			v.signed, v.signedErr = signing.Prepare(cv.doc)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
 	}
 	var g errgroup.Group // no shared context: one artifact's failure must not cancel the others
 	g.SetLimit(c.opts.Concurrency)
@@ -155,8 +192,12 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 			v.Errors[i] = err
 			continue
 		}
+		var pin *spec.Digest // the digest VerifyVector will check the artifact against
+		if v.signed != nil && cref.Digest != nil {
+			pin = cref.Digest
+		}
 		g.Go(func() error {
-			v.Artifacts[i], v.Errors[i] = c.resolveArtifact(ctx, ar, a)
+			v.Artifacts[i], v.Errors[i] = c.resolveArtifact(ctx, ar, a, pin)
 			v.Errors[i] = a.explain(v.Errors[i])
 			return nil
 		})
@@ -171,11 +212,13 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 	return v, nil
 }
 
-// resolveArtifact reads an artifact in the vector's repository, with the vector's access.
-func (c *Client) resolveArtifact(ctx context.Context, r Ref, acc access) (*Artifact, error) {
+// resolveArtifact reads an artifact in the vector's repository, with the vector's access. With pin, the artifact
+// carries its descriptor's digest under pin's algorithms; a cached one without it is read again.
+func (c *Client) resolveArtifact(ctx context.Context, r Ref, acc access, pin *spec.Digest) (*Artifact, error) {
 	key := cacheKey(r, acc)
-	if a, ok := c.artifacts.get(ctx, key); ok {
-		return a, nil
+	cached, ok := c.artifacts.get(ctx, key)
+	if ok && (pin == nil || cached.hasDigest(pin)) {
+		return cached, nil
 	}
 	cv, err := c.readComponentVersion(ctx, r, acc)
 	if err != nil {
@@ -183,47 +226,77 @@ func (c *Client) resolveArtifact(ctx context.Context, r Ref, acc access) (*Artif
 	}
 	a := &Artifact{
 		Component: cv.descriptor.Component.Name, Version: cv.descriptor.Component.Version,
-		Digest: cv.digest, Source: r.Pinned(cv.digest), descriptor: cv.raw,
+		Digest: cv.digest, Source: r.Pinned(cv.digest),
+	}
+	if pin != nil {
+		if err := c.normalise(ctx, r, cv, a, cached, pin); err != nil {
+			return nil, err
+		}
 	}
 	manifests := 0
 	for _, res := range cv.descriptor.Component.Resources {
 		switch res.Type {
 		case ResourceTypeArtifactManifest:
 			if manifests++; manifests > 1 {
-				return nil, newError(ReasonManifestDuplicated, r.String(), "more than one resource of type %s", ResourceTypeArtifactManifest)
+				return nil, newError(ReasonManifestDuplicated, r.Describe(), "more than one resource of type %s", ResourceTypeArtifactManifest)
 			}
 			var m artifactManifest
 			if err := c.decodeManifest(ctx, cv, res, &m); err != nil {
 				return nil, err
 			}
 			if m.Type == "" {
-				return nil, newError(ReasonManifestInvalid, r.String(), "resource %s: manifest has no type", res.Name)
+				return nil, newError(ReasonManifestInvalid, r.Describe(), "resource %s: manifest has no type", res.Name)
 			}
 			a.Type, a.AllowReuse = m.Type, m.AllowReuse
+			a.manifests = append(a.manifests, Resource{Name: res.Name, Type: res.Type, Access: res.Access, recorded: res.Digest})
 		case ResourceTypeTaskManifest:
 			var t Task
 			if err := c.decodeManifest(ctx, cv, res, &t); err != nil {
 				return nil, err
 			}
 			if t.Name == "" || t.Type == "" {
-				return nil, newError(ReasonManifestInvalid, r.String(), "resource %s: task manifest needs a name and a type", res.Name)
+				return nil, newError(ReasonManifestInvalid, r.Describe(), "resource %s: task manifest needs a name and a type", res.Name)
 			}
 			a.Tasks = append(a.Tasks, t)
+			a.manifests = append(a.manifests, Resource{Name: res.Name, Type: res.Type, Access: res.Access, recorded: res.Digest})
 		default:
+			// The access is kept in one form, which both the deployer and VerifyVector read.
 			access, err := canonicalJSON(res.Access)
 			if err != nil {
-				return nil, newError(ReasonDescriptorInvalid, r.String(), "resource %s: %v", res.Name, err)
+				return nil, newError(ReasonDescriptorInvalid, r.Describe(), "resource %s: %v", res.Name, err)
 			}
-			a.Resources = append(a.Resources, Resource{Name: res.Name, Type: res.Type, Access: access, Digest: contentDigest(res.Digest)})
+			a.Resources = append(a.Resources, Resource{Name: res.Name, Type: res.Type, Access: access, Digest: contentDigest(res.Digest), recorded: res.Digest})
 		}
 	}
 	if manifests == 0 {
-		return nil, newError(ReasonManifestMissing, r.String(), "no resource of type %s", ResourceTypeArtifactManifest)
+		return nil, newError(ReasonManifestMissing, r.Describe(), "no resource of type %s", ResourceTypeArtifactManifest)
 	}
+	// Copies of exactly their length: append may have doubled the capacity, which a cached artifact would keep.
+	a.Tasks, a.Resources, a.manifests = slices.Clone(a.Tasks), slices.Clone(a.Resources), slices.Clone(a.manifests)
 	if isVersion(r.Version) {
 		c.artifacts.add(key, a)
 	}
 	return a, nil
+}
+
+// normalise records in a the descriptor's digest under pin's algorithms, beside those a cached copy of the same
+// artifact carries, in a decode slot: normalising costs what decoding does.
+func (c *Client) normalise(ctx context.Context, r Ref, cv *componentVersion, a, cached *Artifact, pin *spec.Digest) error {
+	a.normalised = map[digestAlgorithms]digestOutcome{}
+	if cached != nil && cached.Digest == a.Digest {
+		maps.Copy(a.normalised, cached.normalised)
+	}
+	return decodeBounded(ctx, r.Describe(), "normalised descriptor", func() error {
+		value, err := signing.Digest(cv.doc, pin.NormalisationAlgorithm, pin.HashAlgorithm)
+		a.normalised[algorithmsOf(pin)] = digestOutcome{value: value, err: err}
+		return nil
+	})
+}
+
+// hasDigest reports whether the artifact carries its descriptor's digest under pin's algorithms.
+func (a *Artifact) hasDigest(pin *spec.Digest) bool {
+	_, ok := a.normalised[algorithmsOf(pin)]
+	return ok
 }
 
 func (c *Client) decodeManifest(ctx context.Context, cv *componentVersion, res spec.Resource, into any) error {
@@ -231,8 +304,12 @@ func (c *Client) decodeManifest(ctx context.Context, cv *componentVersion, res s
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(data, into); err != nil {
+	// The task spec goes to the ArtifactDeployment as written: it must read the same whoever reads it.
+	if err := spec.UniqueKeys(data); err != nil {
 		return newError(ReasonManifestInvalid, cv.ref.String(), "resource %s: %v", res.Name, err)
+	}
+	if err := json.Unmarshal(data, into); err != nil {
+		return newError(ReasonManifestInvalid, cv.ref.Describe(), "resource %s: %v", res.Name, err)
 	}
 	return nil
 }
@@ -252,7 +329,8 @@ func canonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	// A copy of exactly its length: the buffer may have twice the capacity, which a cached artifact would keep.
+	return bytes.Clone(bytes.TrimRight(buf.Bytes(), "\n")), nil
 }
 
 // cacheKey identifies a component version across spellings of its repository (the scheme matters only as plain

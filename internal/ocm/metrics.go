@@ -18,11 +18,15 @@ var (
 		Name: "fluxdeployer_registry_cache_lookups_total",
 		Help: "Lookups of resolved component versions in the in-memory cache, by cache (vector, artifact) and result (hit, miss).",
 	}, []string{"cache", "result"})
+	cacheBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fluxdeployer_registry_cache_bytes",
+		Help: "Bytes the in-memory caches of component versions retain, as they count them, by cache (vector, artifact, verification).",
+	}, []string{"cache"})
 )
 
 // Collectors returns the package's metrics, for registration by the process that serves them.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{registryRequests, cacheLookups}
+	return []prometheus.Collector{registryRequests, cacheLookups, cacheBytes}
 }
 
 // countingTransport counts each request that leaves for a registry, retries included: that is the load the

@@ -258,6 +258,25 @@ func TestResolveVectorNotFoundAndInvalid(t *testing.T) {
 	assertError(t, err, ocm.ErrReferenceInvalid, true)
 }
 
+// TestErrorsNameTheRepositoryForAPerson: a failure names the component version and its repository in words
+// ("in OCI registry http://…", "in CTF directory …"), never OCM's repository types, which read to a Flux user as
+// Flux's OCIRepository kind.
+func TestErrorsNameTheRepositoryForAPerson(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	dir := t.TempDir()
+	c := ocm.NewClient(ocm.Options{})
+	for ref, want := range map[string]string{
+		reg.Ref("", vectorName, "9.9.9"):             vectorName + ":9.9.9 in OCI registry http://" + reg.Host,
+		"ctf::" + dir + "//" + vectorName + ":9.9.9": vectorName + ":9.9.9 in CTF directory " + dir,
+	} {
+		_, err := c.ResolveVector(context.Background(), ref)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "Repository/v1") ||
+			strings.Contains(err.Error(), "CommonTransportFormat") {
+			t.Errorf("%s: error %v, want it to name %q and no OCM repository type", ref, err, want)
+		}
+	}
+}
+
 func TestResolveVectorBasicAuth(t *testing.T) {
 	reg := ocmtest.NewRegistry(t, ocmtest.WithBasicAuth("robot", "s3cr3t-pw"), ocmtest.WithTLS())
 	a := ocmtest.Artifact("acme.org/artifacts/a", "1.0.0", "cloud.konfidence.flux.helm", true)
@@ -561,6 +580,40 @@ func TestResolveVectorDescriptorMismatch(t *testing.T) {
 			if a == nil || !strings.HasSuffix(a.Source, "//"+good.Name+":"+good.Version+"@"+a.Digest) ||
 				b.name == "registry" && a.Source != b.ref(good.Name, good.Version)+"@"+a.Digest {
 				t.Errorf("good artifact %+v: want its source pinned by its digest", a)
+			}
+		})
+	}
+}
+
+// TestAmbiguousAccessIsRefused: an artifact whose chart access has imageReference twice, or in two cases
+// (imagereference naming another chart), is refused as DescriptorInvalid, permanently, in JSON and YAML
+// descriptors, so no reader can verify one value while another deploys the other; the vector's other artifact
+// resolves. Before, both were read, and the verifier and the deployer each picked a different key.
+func TestAmbiguousAccessIsRefused(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	good := ocmtest.Artifact("acme.org/artifacts/good", "1.0.0", "cloud.konfidence.flux.helm", true)
+	const verified, deployed = "good.example/charts/app:1.0.0", "evil.example/charts/app:1.0.0"
+	for _, tc := range []struct {
+		name, mediaType string
+		access          any
+	}{
+		{"json-case-variant", spec.MediaTypeDescriptorJSON, map[string]string{"type": "ociArtifact", "imageReference": verified, "imagereference": deployed}},
+		{"json-duplicate", spec.MediaTypeDescriptorJSON, json.RawMessage(`{"type":"ociArtifact","imageReference":"` + verified + `","imageReference":"` + deployed + `"}`)},
+		{"yaml-case-variant", spec.MediaTypeDescriptorYAML, map[string]string{"type": "ociArtifact", "imageReference": verified, "imagereference": deployed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := ocmtest.Artifact("acme.org/artifacts/"+tc.name, "1.0.0", "cloud.konfidence.flux.helm", true)
+			a.DescriptorMediaType = tc.mediaType
+			a.Resources[1].Access = tc.access
+			vector := ocmtest.Vector(vectorName, "1.0.0-"+tc.name, good, a)
+			reg.Push(t, "", good, a, vector)
+			v, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), reg.Ref("", vectorName, vector.Version))
+			assertError(t, err, ocm.ErrDescriptorInvalid, true)
+			if !strings.Contains(err.Error(), "keys may appear once") {
+				t.Errorf("error %q does not say why", err)
+			}
+			if v == nil || v.Artifacts[0] == nil || v.Artifacts[1] != nil {
+				t.Fatalf("vector %+v: want the good artifact resolved and the ambiguous one refused", v)
 			}
 		})
 	}

@@ -20,8 +20,9 @@ type componentVersion struct {
 	store      store
 	digest     string // of the tagged manifest or index
 	descriptor *spec.Descriptor
-	// raw is the descriptor layer as stored, kept for signature verification.
-	raw rawDescriptor
+	// doc is the descriptor's document as JSON, which digests and signatures are computed over. It is not kept
+	// past the read: what verification needs of it is derived from it while it is at hand.
+	doc []byte
 	// blobs are the candidates for a localReference: the index's manifests and the manifest's layers.
 	blobs []ocispec.Descriptor
 }
@@ -30,7 +31,7 @@ type componentVersion struct {
 // descriptor layer through the config, and decode it by its media type.
 func (c *Client) readComponentVersion(ctx context.Context, r Ref, a access) (*componentVersion, error) {
 	if r.Version == "" {
-		return nil, newError(ReasonReferenceInvalid, r.String(), "no version")
+		return nil, newError(ReasonReferenceInvalid, r.Describe(), "no version")
 	}
 	s, err := c.store(r, a)
 	if err != nil {
@@ -38,30 +39,30 @@ func (c *Client) readComponentVersion(ctx context.Context, r Ref, a access) (*co
 	}
 	desc, rc, err := s.FetchReference(ctx, spec.VersionTag(r.Version))
 	if err != nil {
-		return nil, classify(r.String(), err)
+		return nil, classify(r.Describe(), err)
 	}
-	data, err := c.readVerified(r.String(), rc, desc, c.opts.MaxManifestSize)
+	data, err := c.readVerified(r.Describe(), rc, desc, c.opts.MaxManifestSize)
 	if err != nil {
 		return nil, err
 	}
 	cv := &componentVersion{ref: r, store: s, digest: desc.Digest.String()}
 	if desc.MediaType == ocispec.MediaTypeImageIndex {
 		var index ocispec.Index
-		if err := decodeBounded(ctx, r.String(), "index", func() error { return json.Unmarshal(data, &index) }); err != nil {
+		if err := decodeBounded(ctx, r.Describe(), "index", func() error { return json.Unmarshal(data, &index) }); err != nil {
 			return nil, err
 		}
 		if len(index.Manifests) == 0 || index.Manifests[0].MediaType != ocispec.MediaTypeImageManifest {
-			return nil, newError(ReasonUnsupportedMediaType, r.String(), "index does not start with an OCI image manifest")
+			return nil, newError(ReasonUnsupportedMediaType, r.Describe(), "index does not start with an OCI image manifest")
 		}
 		cv.blobs = index.Manifests
 		if data, err = c.fetch(ctx, cv, index.Manifests[0], c.opts.MaxManifestSize); err != nil {
 			return nil, err
 		}
 	} else if desc.MediaType != ocispec.MediaTypeImageManifest {
-		return nil, newError(ReasonUnsupportedMediaType, r.String(), "manifest media type %q", desc.MediaType)
+		return nil, newError(ReasonUnsupportedMediaType, r.Describe(), "manifest media type %q", desc.MediaType)
 	}
 	var manifest ocispec.Manifest
-	if err := decodeBounded(ctx, r.String(), "manifest", func() error { return json.Unmarshal(data, &manifest) }); err != nil {
+	if err := decodeBounded(ctx, r.Describe(), "manifest", func() error { return json.Unmarshal(data, &manifest) }); err != nil {
 		return nil, err
 	}
 	cv.blobs = append(cv.blobs, manifest.Layers...)
@@ -73,23 +74,26 @@ func (c *Client) readComponentVersion(ctx context.Context, r Ref, a access) (*co
 	if data, err = c.fetch(ctx, cv, layer, c.opts.MaxDescriptorSize); err != nil {
 		return nil, err
 	}
-	var d *spec.Descriptor
-	err = decodeBounded(ctx, r.String(), "component descriptor", func() (err error) {
-		d, err = spec.Decode(layer.MediaType, data)
+	var (
+		d   *spec.Descriptor
+		doc []byte
+	)
+	err = decodeBounded(ctx, r.Describe(), "component descriptor", func() (err error) {
+		d, doc, err = spec.Decode(layer.MediaType, data)
 		return err
 	})
 	switch {
 	case errors.Is(err, spec.ErrUnsupportedMediaType):
-		return nil, &Error{Reason: ReasonUnsupportedMediaType, Ref: r.String(), Err: err}
+		return nil, &Error{Reason: ReasonUnsupportedMediaType, Ref: r.Describe(), Err: err}
 	case err != nil:
 		return nil, err
 	case d.Component.Name != r.Component || d.Component.Version != r.Version:
 		// A tag is only a pointer: were the descriptor's own name and version taken as they say, any tag could
 		// publish content under another version's (or component's) name, and the ArtifactDeployment named after it.
 		// The claims are cut to the longest valid name and version: they are the publisher's, of any length.
-		return nil, newError(ReasonDescriptorMismatch, r.String(), "descriptor is for %.255s:%.128s", d.Component.Name, d.Component.Version)
+		return nil, newError(ReasonDescriptorMismatch, r.Describe(), "descriptor is for %.255s:%.128s", d.Component.Name, d.Component.Version)
 	}
-	cv.descriptor, cv.raw = d, rawDescriptor{mediaType: layer.MediaType, data: data}
+	cv.descriptor, cv.doc = d, doc
 	return cv, nil
 }
 
@@ -126,7 +130,7 @@ func (c *Client) descriptorLayer(ctx context.Context, cv *componentVersion, m oc
 	}
 	var cfg spec.ComponentConfig
 	if err := json.Unmarshal(data, &cfg); err != nil {
-		return ocispec.Descriptor{}, newError(ReasonDescriptorInvalid, cv.ref.String(), "decoding config: %v", err)
+		return ocispec.Descriptor{}, newError(ReasonDescriptorInvalid, cv.ref.Describe(), "decoding config: %v", err)
 	}
 	switch {
 	case cfg.ComponentDescriptorLayer != nil:
@@ -134,21 +138,21 @@ func (c *Client) descriptorLayer(ctx context.Context, cv *componentVersion, m oc
 	case len(m.Layers) > 0:
 		return m.Layers[0], nil
 	}
-	return ocispec.Descriptor{}, newError(ReasonDescriptorInvalid, cv.ref.String(), "manifest has no descriptor layer")
+	return ocispec.Descriptor{}, newError(ReasonDescriptorInvalid, cv.ref.Describe(), "manifest has no descriptor layer")
 }
 
 // localBlob reads a resource stored in the component version itself.
 func (c *Client) localBlob(ctx context.Context, cv *componentVersion, res spec.Resource) ([]byte, error) {
 	var access spec.LocalBlobAccess
 	if err := json.Unmarshal(res.Access, &access); err != nil || !spec.IsLocalBlobType(access.Type) {
-		return nil, newError(ReasonDescriptorInvalid, cv.ref.String(), "resource %s: access is not a local blob", res.Name)
+		return nil, newError(ReasonDescriptorInvalid, cv.ref.Describe(), "resource %s: access is not a local blob", res.Name)
 	}
 	for _, b := range cv.blobs {
 		if b.Digest.String() == access.LocalReference {
 			return c.fetch(ctx, cv, b, c.opts.MaxBlobSize)
 		}
 	}
-	return nil, newError(ReasonNotFound, cv.ref.String(), "resource %s: local blob %s is not part of the component version", res.Name, access.LocalReference)
+	return nil, newError(ReasonNotFound, cv.ref.Describe(), "resource %s: local blob %s is not part of the component version", res.Name, access.LocalReference)
 }
 
 // fetch reads a blob of at most limit bytes.

@@ -201,6 +201,24 @@ func (r Ref) String() string {
 	return b.String()
 }
 
+// Describe names the component version and the repository it is read from for a person, e.g.
+// "acme.org/vectors/shop:1.0.0 in OCI registry http://localhost:5000" or "… in CTF directory ./ctf". Messages use it
+// rather than String: OCM's repository types ("OCIRepository/v1::…") read to a Flux user as Flux's OCIRepository
+// kind. String and Pinned stay as they are: caches and the source annotation persist them.
+func (r Ref) Describe() string {
+	cv := r.Component
+	if r.Version != "" {
+		cv += ":" + r.Version
+	}
+	if r.Digest != "" {
+		cv += "@" + r.Digest
+	}
+	if r.IsCTF() {
+		return cv + " in CTF directory " + r.FilePath
+	}
+	return cv + " in OCI registry " + r.repository()
+}
+
 // Pinned is the reference to this component version pinned by digest, its repository written the one way
 // cacheKey reads it: host[:port][/subPath], with http:// only for plain HTTP (https://, oci:// and no scheme are
 // the same registry), and a CTF by its absolute path. Equal strings mean the same repository and the same bytes.
@@ -264,7 +282,7 @@ func validateComponentVersion(component, version string) error {
 // repository of the referring component. Names come from a descriptor, so they are validated like parsed ones.
 func (r Ref) sibling(component, version string) (Ref, error) {
 	if err := validateComponentVersion(component, version); err != nil {
-		return Ref{}, &Error{Reason: ReasonReferenceInvalid, Ref: r.String(), Err: fmt.Errorf("component reference: %w", err)}
+		return Ref{}, &Error{Reason: ReasonReferenceInvalid, Ref: r.Describe(), Err: fmt.Errorf("component reference: %w", err)}
 	}
 	r.Component, r.Version, r.Digest = component, version, ""
 	return r, nil

@@ -28,25 +28,25 @@ type TrustPolicy struct {
 	Signatures []string
 }
 
-// rawDescriptor is a descriptor layer as stored.
-type rawDescriptor struct {
-	mediaType string
-	data      []byte
-}
-
-func (d rawDescriptor) json() ([]byte, error) { return spec.DescriptorJSON(d.mediaType, d.data) }
-
 // VerifyVector checks a resolved vector against a trust policy, transitively: the vector's signatures, each
 // artifact's normalised descriptor against the digest of the vector's componentReference that pins it, and each
 // artifact resource's digest against the content it names (a local blob's reference, an OCI artifact's manifest
 // digest in its registry). Artifacts that failed to resolve are skipped: they fail on their own and are not
-// deployed. The outcome is cached by the content digests of the vector and its artifacts and by the policy;
-// a moved tag of an OCI resource is then not noticed again, which is harmless since deployers pin the digest.
+// deployed. The outcome is cached by the content digests of the vector and its artifacts, the policy and the
+// credentials (WithCredentials); a moved tag of an OCI resource is then not noticed again, which is harmless since
+// deployers pin the digest.
+//
+// The registries resources name are tenant input like the vector's: they are read under Options.Timeout, within
+// the per-host limit, only when Options.AllowedHosts allows them, and with the credentials reads of that host
+// present (WithCredentials, under the same TLS rule). A read that fails keeps its own reason (Unauthorized,
+// RegistryUnavailable, ...); DigestMismatch means content and digest disagree, or no digest covers the content.
 func (c *Client) VerifyVector(ctx context.Context, v *Vector, policy TrustPolicy) error {
-	key := verificationKey(v, policy)
+	key := verificationKey(v, policy, credentialsID(ctx))
 	if _, ok := c.verified.get(ctx, key); ok {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
 	complete, err := c.verifyVector(ctx, v, policy)
 	switch {
 	case err != nil:
@@ -62,19 +62,14 @@ func (c *Client) VerifyVector(ctx context.Context, v *Vector, policy TrustPolicy
 // verifyVector does VerifyVector's checks; complete is false when an artifact was skipped.
 func (c *Client) verifyVector(ctx context.Context, v *Vector, policy TrustPolicy) (complete bool, err error) {
 	name := v.Component + ":" + v.Version
-	doc, err := v.descriptor.json()
-	if err != nil {
-		return false, &Error{Reason: ReasonDescriptorInvalid, Ref: name, Err: err}
+	if v.signedErr != nil {
+		return false, signatureError(name, fmt.Errorf("%w: %w", signing.ErrSignatureInvalid, v.signedErr))
 	}
-	if _, err := signing.Verify(doc, policy.Signatures, policy.Keys); err != nil {
+	if _, err := v.signed.Verify(policy.Signatures, policy.Keys); err != nil {
 		return false, signatureError(name, err)
 	}
-	var d spec.Descriptor
-	if err := json.Unmarshal(doc, &d); err != nil || len(d.Component.References) != len(v.Artifacts) {
-		return false, newError(ReasonDescriptorInvalid, name, "component references do not match the resolved vector")
-	}
 	complete = true
-	for i, ref := range d.Component.References {
+	for i, ref := range v.refs {
 		a := v.Artifacts[i]
 		if a == nil {
 			complete = false
@@ -91,11 +86,19 @@ func (c *Client) verifyVector(ctx context.Context, v *Vector, policy TrustPolicy
 }
 
 func signatureError(ref string, err error) error {
-	reason := ReasonSignatureInvalid
 	if errors.Is(err, signing.ErrSignatureMissing) {
-		reason = ReasonSignatureMissing
+		return &Error{Reason: ReasonSignatureMissing, Ref: ref, Err: err}
 	}
-	return &Error{Reason: reason, Ref: ref, Err: err}
+	return KeyError(ref, err)
+}
+
+// KeyError is the error of trusted keys that cannot be used, or of a signature that does not verify: KeyRejected
+// when a key is refused (signing.ErrKeyRejected: not RSA, or outside 2048 to 8192 bits), else SignatureInvalid.
+func KeyError(ref string, err error) *Error {
+	if errors.Is(err, signing.ErrKeyRejected) {
+		return &Error{Reason: ReasonKeyRejected, Ref: ref, Err: err}
+	}
+	return &Error{Reason: ReasonSignatureInvalid, Ref: ref, Err: err}
 }
 
 // verifyReference compares the digest the vector pins an artifact with to the artifact's normalised descriptor.
@@ -104,64 +107,65 @@ func verifyReference(ref spec.Reference, a *Artifact) error {
 	if ref.Digest == nil || ref.Digest.Value == "" {
 		return newError(ReasonDigestMismatch, name, "the vector's reference %s carries no digest, so the signature does not cover the artifact", ref.Name)
 	}
-	doc, err := a.descriptor.json()
-	if err != nil {
-		return &Error{Reason: ReasonDescriptorInvalid, Ref: name, Err: err}
-	}
-	got, err := signing.Digest(doc, ref.Digest.NormalisationAlgorithm, ref.Digest.HashAlgorithm)
-	if err != nil {
-		return newError(ReasonDigestMismatch, name, "reference %s: %v", ref.Name, err)
-	}
-	if got != ref.Digest.Value {
-		return newError(ReasonDigestMismatch, name, "the artifact's normalised descriptor hashes to %s, the vector pins %s", got, ref.Digest.Value)
+	got, ok := a.normalised[algorithmsOf(ref.Digest)]
+	switch {
+	case !ok: // resolveArtifact computes it for every signed vector's pinned reference
+		return newError(ReasonDigestMismatch, name, "reference %s: the artifact's %s digest was not computed", ref.Name, ref.Digest.NormalisationAlgorithm)
+	case got.err != nil:
+		return newError(ReasonDigestMismatch, name, "reference %s: %v", ref.Name, got.err)
+	case got.value != ref.Digest.Value:
+		return newError(ReasonDigestMismatch, name, "the artifact's normalised descriptor hashes to %s, the vector pins %s", got.value, ref.Digest.Value)
 	}
 	return nil
 }
 
-// verifyResources checks each resource's digest against what its access names. The signature covers digests,
-// not accesses, so a resource without a digest would deploy unverified content: it is refused.
+// verifyResources checks each resource's digest against what its access names, reading the access deployers are
+// given. The signature covers digests, not accesses, so a resource without a digest would deploy unverified
+// content: it is refused.
 func (c *Client) verifyResources(ctx context.Context, a *Artifact) error {
 	name := a.Component + ":" + a.Version
-	doc, err := a.descriptor.json()
-	if err != nil {
-		return &Error{Reason: ReasonDescriptorInvalid, Ref: name, Err: err}
-	}
-	var d spec.Descriptor
-	if err := json.Unmarshal(doc, &d); err != nil {
-		return &Error{Reason: ReasonDescriptorInvalid, Ref: name, Err: err}
-	}
-	for _, res := range d.Component.Resources {
+	for _, res := range slices.Concat(a.manifests, a.Resources) {
 		if err := c.verifyResource(ctx, res); err != nil {
-			return &Error{Reason: ReasonDigestMismatch, Ref: name, Err: fmt.Errorf("resource %s: %w", res.Name, err)}
+			var e *Error
+			errors.As(err, &e) // verifyResource returns only *Error
+			cause := fmt.Errorf("resource %s: %w", res.Name, e.Err)
+			if e.Ref != "" {
+				cause = fmt.Errorf("resource %s: %s: %w", res.Name, e.Ref, e.Err)
+			}
+			return &Error{Reason: e.Reason, Ref: name, Err: cause}
 		}
 	}
 	return nil
 }
 
-func (c *Client) verifyResource(ctx context.Context, res spec.Resource) error {
+// verifyResource checks one resource. Its errors are *Error, mismatches without Ref.
+func (c *Client) verifyResource(ctx context.Context, res Resource) error {
+	mismatch := func(format string, args ...any) error {
+		return &Error{Reason: ReasonDigestMismatch, Err: fmt.Errorf(format, args...)}
+	}
 	var access struct {
 		Type           string `json:"type"`
 		LocalReference string `json:"localReference"`
 		ImageReference string `json:"imageReference"`
 	}
 	if err := json.Unmarshal(res.Access, &access); err != nil {
-		return fmt.Errorf("access: %w", err)
+		return mismatch("access: %w", err)
 	}
 	if access.Type == "none" || access.Type == "None" {
 		return nil // nothing to fetch, nothing to deploy
 	}
-	want := contentDigest(res.Digest)
+	want := contentDigest(res.recorded)
 	switch {
-	case res.Digest == nil:
-		return errors.New("no digest: the signature does not cover its content")
-	case res.Digest.HashAlgorithm == spec.HashNoDigest || res.Digest.NormalisationAlgorithm == spec.NormalisationExcludeFromSignature:
-		return errors.New("excluded from the signature")
+	case res.recorded == nil:
+		return mismatch("no digest: the signature does not cover its content")
+	case res.recorded.HashAlgorithm == spec.HashNoDigest || res.recorded.NormalisationAlgorithm == spec.NormalisationExcludeFromSignature:
+		return mismatch("excluded from the signature")
 	case want == "":
-		return fmt.Errorf("digest %s/%s cannot be checked (SHA-256 blob or OCI artifact digests can)", res.Digest.HashAlgorithm, res.Digest.NormalisationAlgorithm)
+		return mismatch("digest %s/%s cannot be checked (SHA-256 blob or OCI artifact digests can)", res.recorded.HashAlgorithm, res.recorded.NormalisationAlgorithm)
 	case spec.IsLocalBlobType(access.Type):
 		// The blob's bytes are checked against localReference wherever they are fetched (content addressing).
 		if access.LocalReference != want {
-			return fmt.Errorf("local blob %s, digest %s", access.LocalReference, want)
+			return mismatch("local blob %s, digest %s", access.LocalReference, want)
 		}
 		return nil
 	case isOCIAccessType(access.Type):
@@ -170,11 +174,11 @@ func (c *Client) verifyResource(ctx context.Context, res spec.Resource) error {
 			return err
 		}
 		if got != want {
-			return fmt.Errorf("%s has manifest digest %s, the descriptor records %s", access.ImageReference, got, want)
+			return mismatch("%s has manifest digest %s, the descriptor records %s", access.ImageReference, got, want)
 		}
 		return nil
 	}
-	return fmt.Errorf("an access of type %q cannot be checked against its digest", access.Type)
+	return mismatch("an access of type %q cannot be checked against its digest", access.Type)
 }
 
 // contentDigest returns a resource digest as an OCI digest, or "" unless it is a SHA-256 digest of a blob or of an
@@ -197,31 +201,44 @@ func isOCIAccessType(t string) bool {
 }
 
 // manifestDigest resolves an OCM imageReference ([http://|https://|oci://]host/repo[:tag][@digest]) to the digest
-// of the manifest it names in its registry.
+// of the manifest it names in its registry, as a read of that registry: allowed host, per-host slot, the
+// credentials for the host under the TLS rule.
 func (c *Client) manifestDigest(ctx context.Context, imageReference string) (string, error) {
 	rest, plainHTTP := strings.CutPrefix(imageReference, "http://")
 	rest = strings.TrimPrefix(strings.TrimPrefix(rest, "https://"), "oci://")
 	name, digest, pinned := strings.Cut(rest, "@")
 	ref, err := registry.ParseReference(name)
 	if err != nil {
-		return "", fmt.Errorf("image reference %q: %w", imageReference, err)
+		return "", &Error{Reason: ReasonDigestMismatch, Ref: imageReference, Err: fmt.Errorf("image reference %q: %w", imageReference, err)}
 	}
 	if pinned {
 		ref.Reference = digest
 	}
-	repo := &remote.Repository{Client: c.http, Reference: ref, PlainHTTP: plainHTTP}
+	if err := c.allowedHost(ref.Registry, imageReference); err != nil {
+		return "", err
+	}
+	a, err := c.hostAccess(ctx, ref.Registry, plainHTTP, imageReference)
+	if err != nil {
+		return "", err
+	}
+	release, err := c.hosts.acquire(ctx, ref.Registry, imageReference)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	repo := &remote.Repository{Client: c.authClient(a), Reference: ref, PlainHTTP: plainHTTP}
 	desc, err := repo.Resolve(ctx, ref.Reference)
 	if err != nil {
-		return "", classify(imageReference, err)
+		return "", a.explain(classify(imageReference, err))
 	}
 	return desc.Digest.String(), nil
 }
 
 // verificationKey identifies a verification by content: the digests of the vector's and artifacts' manifests
-// (which pin their descriptors), the required names and the trusted keys.
-func verificationKey(v *Vector, policy TrustPolicy) string {
+// (which pin their descriptors), the required names and the trusted keys; and by the credentials it read with.
+func verificationKey(v *Vector, policy TrustPolicy, credentials string) string {
 	var b strings.Builder
-	b.WriteString(v.Digest + "\n")
+	b.WriteString(credentials + "\n" + v.Digest + "\n")
 	for _, a := range v.Artifacts {
 		if a != nil {
 			b.WriteString(a.Digest + "\n")

@@ -5,7 +5,14 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"errors"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/opencontainers/go-digest"
 
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
@@ -102,6 +109,13 @@ func TestVerifyVector(t *testing.T) {
 	if err := f.verify(t, client, "1.0.0", ocm.TrustPolicy{Keys: f.policy().Keys, Signatures: []string{"release"}}); !errors.Is(err, ocm.ErrSignatureMissing) {
 		t.Fatalf("a signature name the vector lacks: got %v, want SignatureMissing", err)
 	}
+	small, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.verify(t, client, "1.0.0", ocm.TrustPolicy{Keys: signing.Keys{"acme": {PublicKey: &small.PublicKey}}}); !errors.Is(err, ocm.ErrKeyRejected) {
+		t.Fatalf("a 1024-bit key: got %v, want KeyRejected", err)
+	}
 }
 
 func TestVerifyVectorUnsigned(t *testing.T) {
@@ -150,6 +164,194 @@ func TestVerifyVectorDigests(t *testing.T) {
 			t.Fatalf("got %v, want DigestMismatch", err)
 		}
 	})
+}
+
+// silentHost accepts connections and never answers, as a hostile or broken registry may, and counts them.
+type silentHost struct {
+	net.Listener
+	accepted atomic.Int64
+}
+
+func newSilentHost(t testing.TB) *silentHost {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &silentHost{Listener: l}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			h.accepted.Add(1)
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return h
+}
+
+// TestVerifyVectorIsBoundedAndAllowListed: a signed vector's chart names a host that accepts connections and never
+// answers. With only the vector's registry allowed, verification is refused as RegistryNotAllowed at once and the
+// host gets no connection; with the host allowed, verification ends at the client's timeout as
+// RegistryUnavailable; and a verification waiting on the host holds its per-host slot, so another one gives up as
+// RegistryBusy. Before, verification connected to any host and waited without end.
+func TestVerifyVectorIsBoundedAndAllowListed(t *testing.T) {
+	f := newSignedFixture(t)
+	silent := newSilentHost(t)
+	a := ocmtest.Artifact("acme.org/artifacts/silent", "1.0.0", "cloud.konfidence.flux.helm", true)
+	a.Resources[1] = ocmtest.ChartResource("1.0.0", "http://"+silent.Addr().String()+"/charts/app:1.0.0").WithOCIDigest(digest.FromString("chart").String())
+	f.reg.Push(t, subPath, a, f.signedVector(t, "7.0.0", a))
+	ref := f.reg.Ref(subPath, vectorName, "7.0.0")
+	ctx := context.Background()
+	resolve := func(t *testing.T, c *ocm.Client) *ocm.Vector {
+		t.Helper()
+		v, err := c.ResolveVector(ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	verify := func(c *ocm.Client, v *ocm.Vector) <-chan error {
+		done := make(chan error, 1)
+		go func() { done <- c.VerifyVector(ctx, v, f.policy()) }()
+		return done
+	}
+	ended := func(t *testing.T, done <-chan error, within time.Duration) error {
+		t.Helper()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(within):
+			t.Fatalf("VerifyVector still blocked after %s", within)
+			return nil
+		}
+	}
+
+	t.Run("host-not-allowed", func(t *testing.T) {
+		c := ocm.NewClient(ocm.Options{Timeout: time.Second, AllowedHosts: []string{f.reg.Host}})
+		v := resolve(t, c)
+		start := time.Now()
+		err := ended(t, verify(c, v), 15*time.Second)
+		assertError(t, err, ocm.ErrRegistryNotAllowed, true)
+		if took := time.Since(start); took > 500*time.Millisecond {
+			t.Errorf("refused after %s", took)
+		}
+		if n := silent.accepted.Load(); n != 0 {
+			t.Errorf("the host not allowed got %d connections", n)
+		}
+	})
+	t.Run("allowed-host-never-answers", func(t *testing.T) {
+		c := ocm.NewClient(ocm.Options{Timeout: time.Second, AllowedHosts: []string{f.reg.Host, silent.Addr().String()}})
+		v := resolve(t, c)
+		start := time.Now()
+		err := ended(t, verify(c, v), 15*time.Second)
+		assertError(t, err, ocm.ErrUnavailable, false)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("error %v does not wrap the deadline", err)
+		}
+		if took := time.Since(start); took > 3*time.Second {
+			t.Errorf("ended after %s, want the 1s timeout", took)
+		}
+		if silent.accepted.Load() == 0 {
+			t.Error("the allowed host got no connection, so the test proves nothing")
+		}
+	})
+	t.Run("host-slot", func(t *testing.T) {
+		c := ocm.NewClient(ocm.Options{Timeout: 4 * time.Second, HostConcurrency: 1, HostWait: 200 * time.Millisecond})
+		v := resolve(t, c)
+		before := silent.accepted.Load()
+		first := verify(c, v)
+		for silent.accepted.Load() == before { // the first verification holds the slot once it connects
+			time.Sleep(10 * time.Millisecond)
+		}
+		err := ended(t, verify(c, v), 15*time.Second)
+		assertError(t, err, ocm.ErrRegistryBusy, false)
+		err = ended(t, first, 15*time.Second)
+		assertError(t, err, ocm.ErrUnavailable, false)
+	})
+}
+
+// TestVerifyVectorReadsResourcesWithCredentials: a signed vector's chart is in a registry behind basic auth. The
+// verification reads its digest with the credentials reads of that host present (WithCredentials), sends them in
+// clear only to a host allowed for it, and reports a refused or failed read with its own reason, never as
+// DigestMismatch. Before, the check used no credentials and every failure read as DigestMismatch.
+func TestVerifyVectorReadsResourcesWithCredentials(t *testing.T) {
+	f := newSignedFixture(t)
+	ctx := context.Background()
+	charts := ocmtest.NewRegistry(t, ocmtest.WithBasicAuth("robot", "s3cr3t-pw"))
+	chart, err := charts.PushPinnedChart(ctx, "charts", ocmtest.WebChart("private", "1.0.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ocmtest.Artifact("acme.org/artifacts/private", "1.0.0", "cloud.konfidence.flux.helm", true)
+	a.Resources[1] = chart
+	f.reg.Push(t, subPath, a, f.signedVector(t, "8.0.0", a))
+	creds := ocm.Credentials{}
+	if err := creds.AddDockerConfigJSON(charts.DockerConfigJSON()); err != nil {
+		t.Fatal(err)
+	}
+	withCredentials := ocm.WithCredentials(ctx, creds)
+	inClear := []string{charts.Host}
+
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		opts ocm.Options
+		down bool
+		want *ocm.Error // nil: verified
+	}{
+		{"credentials", withCredentials, ocm.Options{InsecureCredentialHosts: inClear}, false, nil},
+		{"credentials-withheld-in-clear", withCredentials, ocm.Options{}, false, ocm.ErrCredentialsRequireTLS},
+		{"no-credentials", ctx, ocm.Options{InsecureCredentialHosts: inClear}, false, ocm.ErrUnauthorized},
+		{"registry-down", withCredentials, ocm.Options{InsecureCredentialHosts: inClear, Timeout: 2 * time.Second}, true, ocm.ErrUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ocm.NewClient(tc.opts)
+			v, err := c.ResolveVector(tc.ctx, f.reg.Ref(subPath, vectorName, "8.0.0"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			charts.SetUnavailable(tc.down)
+			defer charts.SetUnavailable(false)
+			sent := len(charts.Authorizations())
+			err = c.VerifyVector(tc.ctx, v, f.policy())
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(charts.Authorizations()) == sent {
+					t.Error("no credentials reached the chart's registry")
+				}
+				return
+			}
+			assertError(t, err, tc.want, false)
+			if errors.Is(err, ocm.ErrDigestMismatch) {
+				t.Errorf("a failed read reported as a digest mismatch: %v", err)
+			}
+			if tc.want == ocm.ErrCredentialsRequireTLS && len(charts.Authorizations()) != sent {
+				t.Error("credentials were sent in clear")
+			}
+			if strings.Contains(err.Error(), "s3cr3t-pw") {
+				t.Errorf("error %q leaks the password", err)
+			}
+		})
+	}
 }
 
 // BenchmarkVerifyVector measures reading and verifying a signed vector of 2 artifacts (RSA-2048 PSS, v4alpha1):

@@ -40,7 +40,8 @@ type Reconciler struct {
 	// on their way, as Flux requeues an object whose dependencies are not ready. Their watch usually comes first;
 	// this bounds the wait when an event is missed.
 	RequeueDependency time.Duration
-	// TrustDefault is the verification policy of VectorDeployments without spec.verify.
+	// TrustDefault is the platform's verification requirement, which every VectorDeployment must satisfy besides
+	// its own spec.verify.
 	TrustDefault TrustDefault
 
 	// hashLength is naming.HashLength; tests shorten it so that names collide on their own.
@@ -178,7 +179,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"vectors read at once from one registry host; a further read waits up to 10s, then is retried (RegistryBusy). "+
 			"Keep it below --concurrent, so that a registry that never answers cannot hold every worker")
 	fs.BoolVar(&o.requireSignatures, "require-signatures", false,
-		"deploy only vectors whose OCM signatures verify with the keys of --signature-keys-secret, for VectorDeployments without spec.verify")
+		"deploy only vectors whose OCM signatures verify with the keys of --signature-keys-secret, for every VectorDeployment: "+
+			"a VectorDeployment's spec.verify is required in addition and cannot replace it")
 	fs.StringVar(&o.signatureKeys, "signature-keys-secret", "fluxdeployer-signature-keys",
 		"Secret of PEM public keys or certificates by signature name, for --require-signatures: a name in the operator's namespace (RUNTIME_NAMESPACE) or namespace/name; read on every reconcile")
 	fs.StringSliceVar(&o.requiredSignatures, "required-signatures", nil,

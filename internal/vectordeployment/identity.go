@@ -85,6 +85,14 @@ func (id identity) label() string {
 	return naming.IdentityHash(id.component, id.version, string(id.vectorDeploymentUID))
 }
 
+// SameIdentity tells whether two ArtifactDeployments are one deployment to the reconciler, whatever salt their
+// names carry: built for the same artifact identity (component, version, reuse, and owner when reuse is off). A
+// VectorDeployment adopts the existing one rather than creating the other; `fluxdeployer diff` uses it to tell
+// which deployments a VectorDeployment of another vector keeps.
+func SameIdentity(a, b *konfidencev1.ArtifactDeployment) bool {
+	return identityOfObject(a) == identityOfObject(b)
+}
+
 // matches tells whether an existing ArtifactDeployment was created for this identity.
 func (id identity) matches(ad *konfidencev1.ArtifactDeployment) bool {
 	return identityOfObject(ad) == id

@@ -24,8 +24,8 @@ func TestFailureReasonIsNeverEmpty(t *testing.T) {
 		{fmt.Errorf("component: %w", naming.ErrInvalidInput), konfidencev1.InvalidNameInputReason, true},
 		{errors.New("something else"), meta.ReconciliationFailedReason, false},
 	} {
-		if got := failureReason(tc.err); got != tc.reason {
-			t.Errorf("failureReason(%v) = %q, want %q", tc.err, got, tc.reason)
+		if got := FailureReason(tc.err); got != tc.reason {
+			t.Errorf("FailureReason(%v) = %q, want %q", tc.err, got, tc.reason)
 		}
 		if got := isPermanent(tc.err); got != tc.permanent {
 			t.Errorf("isPermanent(%v) = %v, want %v", tc.err, got, tc.permanent)

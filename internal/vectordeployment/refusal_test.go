@@ -54,7 +54,7 @@ func TestCheckLimits(t *testing.T) {
 		fill(&a)
 		tc.breakIt(&a)
 		err := checkLimits(a)
-		if err == nil || !strings.Contains(err.Error(), tc.says) || failureReason(err) != konfidencev1.ArtifactLimitsExceededReason || !isPermanent(err) {
+		if err == nil || !strings.Contains(err.Error(), tc.says) || FailureReason(err) != konfidencev1.ArtifactLimitsExceededReason || !isPermanent(err) {
 			t.Errorf("%s: %v, want a permanent %s saying %q", name, err, konfidencev1.ArtifactLimitsExceededReason, tc.says)
 		}
 		if err != nil && len(err.Error()) > 2048 {

@@ -10,13 +10,16 @@ import (
 // nothing of OCM's wire format.
 type VectorSource interface {
 	// ResolveVector returns the vector's artifacts in reference order. The error is a failure of the vector
-	// itself; a failure of one artifact is that entry's Err, so the vector's other artifacts still deploy. With a
-	// trust policy, a vector that does not verify against it is a failure of the whole vector.
-	ResolveVector(ctx context.Context, ref string, trust *Trust) ([]ResolvedArtifact, error)
+	// itself; a failure of one artifact is that entry's Err, so the vector's other artifacts still deploy. A
+	// vector must verify against every trust policy given; one it does not verify against is a failure of the
+	// whole vector.
+	ResolveVector(ctx context.Context, ref string, trust []Trust) ([]ResolvedArtifact, error)
 }
 
 // Trust is what a vector must carry to be deployed: signatures that verify with Keys.
 type Trust struct {
+	// Origin says whose policy it is, the platform's or the VectorDeployment's, in messages.
+	Origin string
 	// Signatures must be present and valid; empty: every signature with a key must verify, at least one must.
 	Signatures []string
 	// Keys are PEM public keys or certificates by signature name.

@@ -28,7 +28,7 @@ type vectorReader interface {
 	VerifyVector(ctx context.Context, v *ocm.Vector, policy ocm.TrustPolicy) error
 }
 
-func (s ocmSource) ResolveVector(ctx context.Context, ref string, trust *Trust) ([]ResolvedArtifact, error) {
+func (s ocmSource) ResolveVector(ctx context.Context, ref string, trust []Trust) ([]ResolvedArtifact, error) {
 	// A CTF reference names a directory on the operator's own file system: no tenant may point it there.
 	if r, err := ocm.ParseRef(ref); err == nil && r.IsCTF() {
 		return nil, &ocm.Error{Reason: ocm.ReasonReferenceInvalid, Ref: ref,
@@ -38,10 +38,10 @@ func (s ocmSource) ResolveVector(ctx context.Context, ref string, trust *Trust) 
 	if v == nil {
 		return nil, err
 	}
-	if trust != nil {
-		// The vector verified is the one deployed: one read serves both.
-		if err := s.verify(ctx, v, *trust); err != nil {
-			return nil, err
+	// The vector verified is the one deployed: one read serves every policy and the deployment.
+	for _, t := range trust {
+		if err := s.verify(ctx, v, t); err != nil {
+			return nil, fmt.Errorf("%s: %w", t.Origin, err)
 		}
 	}
 	return ArtifactsOf(v), nil
@@ -62,7 +62,7 @@ func ArtifactsOf(v *ocm.Vector) []ResolvedArtifact {
 func (s ocmSource) verify(ctx context.Context, v *ocm.Vector, trust Trust) error {
 	keys, err := signing.ParseKeys(trust.Keys)
 	if err != nil {
-		return &ocm.Error{Reason: ocm.ReasonSignatureInvalid, Ref: v.Component + ":" + v.Version, Err: fmt.Errorf("trusted keys: %w", err)}
+		return ocm.KeyError(v.Component+":"+v.Version, fmt.Errorf("trusted keys: %w", err))
 	}
 	return s.resolver.VerifyVector(ctx, v, ocm.TrustPolicy{Keys: keys, Signatures: trust.Signatures})
 }

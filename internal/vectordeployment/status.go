@@ -32,7 +32,7 @@ func (r *Reconciler) resolve(ctx context.Context, vd *konfidencev1.VectorDeploym
 	}
 	artifacts, err := r.Source.ResolveVector(ctx, vd.Spec.Vector, trust)
 	if err != nil {
-		r.fail(vd, failureReason(err), isPermanent(err), fmt.Sprintf("reading vector %s: %v", vd.Spec.Vector, err))
+		r.fail(vd, FailureReason(err), isPermanent(err), fmt.Sprintf("reading vector %s: %v", vd.Spec.Vector, err))
 		if isPermanent(err) {
 			return nil, nil
 		}
@@ -322,7 +322,7 @@ func artifactFailures(artifacts []ResolvedArtifact) (reason, msg string) {
 			continue
 		}
 		if reason == "" {
-			reason = failureReason(a.Err)
+			reason = FailureReason(a.Err)
 		}
 		msgs = append(msgs, failureMessage(a))
 	}
@@ -337,14 +337,15 @@ func (r *Reconciler) reportNewFailures(vd *konfidencev1.VectorDeployment, artifa
 	reported := conditions.GetMessage(vd, konfidencev1.ArtifactDeploymentsCreatedCondition)
 	for _, a := range artifacts {
 		if a.Err != nil && !strings.Contains(reported, failureMessage(a)) {
-			r.event(vd, corev1.EventTypeWarning, failureReason(a.Err), "%s", failureMessage(a))
+			r.event(vd, corev1.EventTypeWarning, FailureReason(a.Err), "%s", failureMessage(a))
 		}
 	}
 }
 
-// failureReason is the condition reason for a failure: the OCM package's typed reason where it has one, and a
-// generic one otherwise, since a condition without a reason is rejected by the API server.
-func failureReason(err error) string {
+// FailureReason is the condition reason for a failure of an artifact or a vector: the OCM package's typed reason
+// where it has one, and a generic one otherwise, since a condition without a reason is rejected by the API server.
+// The CLI's previews report artifacts with it, as the VectorDeployment's status would.
+func FailureReason(err error) string {
 	if errors.Is(err, naming.ErrInvalidInput) {
 		return konfidencev1.InvalidNameInputReason
 	}

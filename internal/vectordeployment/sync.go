@@ -178,7 +178,7 @@ func (r *Reconciler) adopt(ctx context.Context, vd *konfidencev1.VectorDeploymen
 	}
 	result := slotResult{outcome: adopted, name: ad.Name, collisionCount: max(collisionCount, collisionCountOf(ad)), deployment: ad}
 	labelled := ad.Labels[konfidencev1.ArtifactIdentityLabel] == id.label()
-	owned := isOwnedBy(ad, vd)
+	owned := IsOwnedBy(ad, vd)
 	if owned && hasSource && labelled {
 		return result, nil
 	}
@@ -216,7 +216,8 @@ func setOwner(scheme *runtime.Scheme, vd *konfidencev1.VectorDeployment, id iden
 	return controllerutil.SetControllerReference(vd, ad, scheme)
 }
 
-func isOwnedBy(ad *konfidencev1.ArtifactDeployment, vd *konfidencev1.VectorDeployment) bool {
+// IsOwnedBy tells whether vd is among ad's owners.
+func IsOwnedBy(ad *konfidencev1.ArtifactDeployment, vd *konfidencev1.VectorDeployment) bool {
 	return slices.ContainsFunc(ad.OwnerReferences, func(ref metav1.OwnerReference) bool { return ref.UID == vd.UID })
 }
 

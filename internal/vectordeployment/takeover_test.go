@@ -55,7 +55,7 @@ func TestAdoptsKonfidenceArtifactDeploymentsByAnnotations(t *testing.T) {
 	}
 	for component, name := range konfidence {
 		id := identityOfObject(ads[name])
-		if ads[name].Labels[konfidencev1.ArtifactIdentityLabel] != id.label() || !isOwnedBy(ads[name], vd) {
+		if ads[name].Labels[konfidencev1.ArtifactIdentityLabel] != id.label() || !IsOwnedBy(ads[name], vd) {
 			t.Errorf("%s (%s): labels %v, owners %+v", name, component, ads[name].Labels, ads[name].OwnerReferences)
 		}
 	}

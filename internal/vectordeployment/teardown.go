@@ -39,25 +39,16 @@ func (r *Reconciler) teardown(ctx context.Context, vd *konfidencev1.VectorDeploy
 	var waiting []string
 	for i := range list.Items {
 		ad := &list.Items[i]
-		if !isOwnedBy(ad, vd) {
+		if !IsOwnedBy(ad, vd) {
 			continue
 		}
-		shared, err := r.ownedByAnother(ctx, ad, vd)
+		wait, err := r.release(ctx, ad, vd, true)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if shared {
-			if err := r.disown(ctx, ad, vd); err != nil {
-				return ctrl.Result{}, err
-			}
-			continue
+		if wait {
+			waiting = append(waiting, ad.Name)
 		}
-		if ad.DeletionTimestamp.IsZero() {
-			if err := r.Delete(ctx, ad); client.IgnoreNotFound(err) != nil {
-				return ctrl.Result{}, fmt.Errorf("deleting ArtifactDeployment %s: %w", ad.Name, err)
-			}
-		}
-		waiting = append(waiting, ad.Name)
 	}
 	if len(waiting) > 0 && vd.Annotations[konfidencev1.SkipTeardownWaitAnnotation] != "true" {
 		return ctrl.Result{RequeueAfter: r.RequeueDependency}, r.reportTeardown(ctx, vd, waiting)
@@ -70,6 +61,44 @@ func (r *Reconciler) teardown(ctx context.Context, vd *konfidencev1.VectorDeploy
 	return ctrl.Result{}, nil
 }
 
+// release lets go of an ArtifactDeployment vd owned when ad was read, and says whether vd waits for it to go: one
+// another VectorDeployment owns too is only disowned, one vd alone owns is deleted. The deletion has ad's UID and
+// resourceVersion as preconditions, so the API server refuses it (Conflict) when ad changed since it was read,
+// e.g. when another VectorDeployment adopted it a moment ago: deleting a shared ArtifactDeployment on a stale read
+// would uninstall a workload that the adopter needs, and the adopter would install it again. On a conflict, ad is
+// read afresh from the API server and decided on again, once; a further conflict is retried with backoff.
+func (r *Reconciler) release(ctx context.Context, ad *konfidencev1.ArtifactDeployment, vd *konfidencev1.VectorDeployment, rereadOnConflict bool) (wait bool, err error) {
+	shared, err := r.ownedByAnother(ctx, ad, vd)
+	if err != nil {
+		return false, err
+	}
+	if shared {
+		return false, r.disown(ctx, ad, vd)
+	}
+	if !ad.DeletionTimestamp.IsZero() {
+		return true, nil
+	}
+	err = r.Delete(ctx, ad, client.Preconditions{UID: &ad.UID, ResourceVersion: &ad.ResourceVersion})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case !apierrors.IsConflict(err) || !rereadOnConflict:
+		return false, fmt.Errorf("deleting ArtifactDeployment %s: %w", ad.Name, err)
+	}
+	fresh := &konfidencev1.ArtifactDeployment{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ad), fresh); apierrors.IsNotFound(err) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("reading ArtifactDeployment %s again after it changed: %w", ad.Name, err)
+	}
+	if !IsOwnedBy(fresh, vd) {
+		return false, nil
+	}
+	return r.release(ctx, fresh, vd, false)
+}
+
 // ownedByAnother tells whether a VectorDeployment other than vd owns ad and is not being deleted itself: only
 // then does ad outlive vd. Two owners deleted together both wait for it.
 func (r *Reconciler) ownedByAnother(ctx context.Context, ad *konfidencev1.ArtifactDeployment, vd *konfidencev1.VectorDeployment) (bool, error) {
@@ -77,8 +106,9 @@ func (r *Reconciler) ownedByAnother(ctx context.Context, ad *konfidencev1.Artifa
 		if ref.UID == vd.UID || ref.Kind != "VectorDeployment" || ref.APIVersion != konfidencev1.GroupVersion.String() {
 			continue
 		}
+		// From the API server: a VectorDeployment that adopted ad a moment ago may not be in the cache yet.
 		other := &konfidencev1.VectorDeployment{}
-		err := r.Get(ctx, client.ObjectKey{Namespace: vd.Namespace, Name: ref.Name}, other)
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: vd.Namespace, Name: ref.Name}, other)
 		switch {
 		case apierrors.IsNotFound(err):
 			continue

@@ -12,9 +12,10 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 )
 
-// TrustDefault is the operator-wide verification policy, for VectorDeployments without spec.verify.
+// TrustDefault is the platform's verification requirement (--require-signatures). It applies to every
+// VectorDeployment, with spec.verify or without.
 type TrustDefault struct {
-	// Require makes every such VectorDeployment verify against the keys in Secret.
+	// Require makes every vector verify against the keys in Secret.
 	Require bool
 	// Secret holds the keys, PEM by signature name.
 	Secret client.ObjectKey
@@ -22,20 +23,52 @@ type TrustDefault struct {
 	Signatures []string
 }
 
-// trust returns the policy vd's vector must satisfy: its own spec.verify, else the operator's default, else none.
-// Keys are read from the API server on every reconcile, so a rotated Secret applies at the next one.
-func (r *Reconciler) trust(ctx context.Context, vd *konfidencev1.VectorDeployment) (*Trust, error) {
-	switch {
-	case vd.Spec.Verify != nil:
-		key := client.ObjectKey{Namespace: vd.Namespace, Name: vd.Spec.Verify.SecretRef.Name}
-		return r.readTrust(ctx, key, vd.Spec.Verify.Signatures)
-	case r.TrustDefault.Require:
-		return r.readTrust(ctx, r.TrustDefault.Secret, r.TrustDefault.Signatures)
-	}
-	return nil, nil
+// trustRequirement is one policy a vector must satisfy: signatures that verify with the keys in Secret.
+type trustRequirement struct {
+	// Origin says whose requirement it is, for messages.
+	Origin     string
+	Secret     client.ObjectKey
+	Signatures []string
 }
 
-func (r *Reconciler) readTrust(ctx context.Context, key client.ObjectKey, signatures []string) (*Trust, error) {
+// Origins of trust requirements, as messages name them.
+const (
+	platformOrigin = "the operator's required signatures"
+	tenantOrigin   = "spec.verify"
+)
+
+// trustRequirements returns the policies vd's vector must satisfy, every one of them: the platform's when it
+// requires signatures, then vd's own spec.verify. spec.verify only adds a requirement. It never replaces the
+// platform's: the tenant owns the Secret it names, so a tenant's key in place of the platform's would let the
+// tenant sign and deploy any vector under a platform that requires its own signatures.
+func trustRequirements(platform TrustDefault, vd *konfidencev1.VectorDeployment) []trustRequirement {
+	var reqs []trustRequirement
+	if platform.Require {
+		reqs = append(reqs, trustRequirement{Origin: platformOrigin, Secret: platform.Secret, Signatures: platform.Signatures})
+	}
+	if v := vd.Spec.Verify; v != nil {
+		reqs = append(reqs, trustRequirement{Origin: tenantOrigin,
+			Secret: client.ObjectKey{Namespace: vd.Namespace, Name: v.SecretRef.Name}, Signatures: v.Signatures})
+	}
+	return reqs
+}
+
+// trust returns the policies vd's vector must satisfy, all of them, with their keys; none when nothing requires
+// signatures. Keys are read from the API server on every reconcile, so a rotated Secret applies at the next one.
+func (r *Reconciler) trust(ctx context.Context, vd *konfidencev1.VectorDeployment) ([]Trust, error) {
+	reqs := trustRequirements(r.TrustDefault, vd)
+	trusts := make([]Trust, len(reqs))
+	for i, req := range reqs {
+		keys, err := r.readKeys(ctx, req.Secret)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", req.Origin, err)
+		}
+		trusts[i] = Trust{Origin: req.Origin, Signatures: req.Signatures, Keys: keys}
+	}
+	return trusts, nil
+}
+
+func (r *Reconciler) readKeys(ctx context.Context, key client.ObjectKey) (map[string][]byte, error) {
 	secret := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, key, secret); err != nil {
 		return nil, fmt.Errorf("secret %s: %w", key, err)
@@ -43,7 +76,7 @@ func (r *Reconciler) readTrust(ctx context.Context, key client.ObjectKey, signat
 	if len(secret.Data) == 0 {
 		return nil, fmt.Errorf("secret %s holds no keys", key)
 	}
-	return &Trust{Signatures: signatures, Keys: secret.Data}, nil
+	return secret.Data, nil
 }
 
 // secretKey reads a Secret reference given as namespace/name, or as a bare name in the operator's namespace

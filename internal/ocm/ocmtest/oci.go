@@ -45,11 +45,25 @@ type chartMetadata struct {
 // PushHelmChart pushes the chart to host/repository/<name> as `helm push` does (the tag is the version with "+"
 // written "_") and returns the reference an OCM ociArtifact access names it by, with http:// for plain HTTP.
 func PushHelmChart(ctx context.Context, host, repository string, c Chart) (string, error) {
+	path, tag := chartPath(repository, c)
+	if _, err := pushChart(ctx, plainRepository(host, path), c); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("http://%s/%s:%s", host, path, tag), nil
+}
+
+// chartPath is where `helm push` puts a chart below repository, and its tag.
+func chartPath(repository string, c Chart) (path, tag string) {
+	return strings.TrimSuffix(repository, "/") + "/" + c.Name, strings.ReplaceAll(c.Version, "+", "_")
+}
+
+// pushChart pushes and tags the chart in repo and returns its manifest.
+func pushChart(ctx context.Context, repo *remote.Repository, c Chart) (ocispec.Descriptor, error) {
 	// Chart.yaml and Helm's OCI config blob hold the same metadata, as YAML and as JSON.
 	meta := chartMetadata{APIVersion: "v2", Name: c.Name, Version: c.Version, Type: "application"}
 	chartYAML, err := yaml.Marshal(meta)
 	if err != nil {
-		return "", err
+		return ocispec.Descriptor{}, err
 	}
 	files := map[string]string{c.Name + "/Chart.yaml": string(chartYAML)}
 	for path, content := range c.Files {
@@ -57,50 +71,54 @@ func PushHelmChart(ctx context.Context, host, repository string, c Chart) (strin
 	}
 	config, err := json.Marshal(meta)
 	if err != nil {
-		return "", err
+		return ocispec.Descriptor{}, err
 	}
-	path := strings.TrimSuffix(repository, "/") + "/" + c.Name
-	tag := strings.ReplaceAll(c.Version, "+", "_")
-	return pushTarGz(ctx, host, path, tag, MediaTypeHelmConfig, config, MediaTypeHelmChart, files, nil)
+	_, tag := chartPath("", c)
+	return pushTarGz(ctx, repo, tag, MediaTypeHelmConfig, config, MediaTypeHelmChart, files, nil)
 }
 
 // PushKustomizeBundle pushes files (kustomization.yaml and what it lists) as a Flux OCI artifact to
 // host/path:tag and returns its reference with http://.
 func PushKustomizeBundle(ctx context.Context, host, path, tag string, files map[string]string) (string, error) {
-	return pushTarGz(ctx, host, path, tag, MediaTypeFluxConfig, []byte("{}"), MediaTypeFluxContent, files, map[string]string{
+	_, err := pushTarGz(ctx, plainRepository(host, path), tag, MediaTypeFluxConfig, []byte("{}"), MediaTypeFluxContent, files, map[string]string{
 		ocispec.AnnotationCreated:  "2026-11-29T00:00:00Z",
 		ocispec.AnnotationSource:   "https://example.org/acme/" + path,
 		ocispec.AnnotationRevision: tag + "@sha1:0000000000000000000000000000000000000000",
 	})
-}
-
-// pushTarGz pushes an image manifest with one config blob and one layer holding files as a gzipped tar, to a
-// plain-HTTP registry.
-func pushTarGz(ctx context.Context, host, path, tag, configType string, config []byte, layerType string,
-	files, annotations map[string]string) (string, error) {
-	layer, err := tarGz(files)
 	if err != nil {
 		return "", err
 	}
-	repo := &remote.Repository{Reference: registry.Reference{Registry: host, Repository: path}, PlainHTTP: true}
+	return fmt.Sprintf("http://%s/%s:%s", host, path, tag), nil
+}
+
+// plainRepository is a repository of a plain-HTTP registry, written anonymously.
+func plainRepository(host, path string) *remote.Repository {
+	return &remote.Repository{Reference: registry.Reference{Registry: host, Repository: path}, PlainHTTP: true}
+}
+
+// pushTarGz pushes to repo an image manifest with one config blob and one layer holding files as a gzipped tar,
+// tags it and returns it.
+func pushTarGz(ctx context.Context, repo *remote.Repository, tag, configType string, config []byte, layerType string,
+	files, annotations map[string]string) (ocispec.Descriptor, error) {
+	layer, err := tarGz(files)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
 	configDesc, err := push(ctx, repo, configType, config)
 	if err != nil {
-		return "", err
+		return ocispec.Descriptor{}, err
 	}
 	layerDesc, err := push(ctx, repo, layerType, layer)
 	if err != nil {
-		return "", err
+		return ocispec.Descriptor{}, err
 	}
 	manifest, err := oras.PackManifest(ctx, repo, oras.PackManifestVersion1_1, "", oras.PackManifestOptions{
 		Layers: []ocispec.Descriptor{layerDesc}, ConfigDescriptor: &configDesc, ManifestAnnotations: annotations,
 	})
 	if err != nil {
-		return "", err
+		return ocispec.Descriptor{}, err
 	}
-	if err := repo.Tag(ctx, manifest, tag); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("http://%s/%s:%s", host, path, tag), nil
+	return manifest, repo.Tag(ctx, manifest, tag)
 }
 
 // tarGz writes files in name order with fixed metadata, so the same files always give the same digest.

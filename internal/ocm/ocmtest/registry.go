@@ -17,6 +17,8 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+	orasregistry "oras.land/oras-go/v2/registry"
+	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 )
 
@@ -245,11 +247,30 @@ func (r *Registry) DockerConfigJSON() []byte {
 
 // Repository writes below subPath, with the registry's credentials and certificate.
 func (r *Registry) Repository(subPath string) Repository {
-	client := &auth.Client{
+	return RegistryRepository(r.client(), r.Host, subPath, r.plainHTTP)
+}
+
+// client presents the registry's credentials and trusts its certificate.
+func (r *Registry) client() *auth.Client {
+	return &auth.Client{
 		Client:     r.server.Client(),
 		Credential: auth.StaticCredential(r.Host, auth.Credential{Username: r.username, Password: r.password}),
 	}
-	return RegistryRepository(client, r.Host, subPath, r.plainHTTP)
+}
+
+// PushPinnedChart pushes a chart below repository with the registry's credentials, as PushHelmChart does, and
+// returns the helmChart resource naming it (http:// only for plain HTTP) with its manifest digest, as OCM records it.
+func (r *Registry) PushPinnedChart(ctx context.Context, repository string, c Chart) (Resource, error) {
+	path, tag := chartPath(repository, c)
+	manifest, err := pushChart(ctx, &remote.Repository{Client: r.client(), Reference: orasregistry.Reference{Registry: r.Host, Repository: path}, PlainHTTP: r.plainHTTP}, c)
+	if err != nil {
+		return Resource{}, err
+	}
+	ref := r.Host + "/" + path + ":" + tag
+	if r.plainHTTP {
+		ref = "http://" + ref
+	}
+	return ChartResource(c.Version, ref).WithOCIDigest(manifest.Digest.String()), nil
 }
 
 // Push writes component versions below subPath and fails the test on error.

@@ -27,16 +27,15 @@ const (
 // Normalise returns the bytes a component descriptor's digest is computed over. descriptor is the v2 document
 // as JSON (any encoding of it, YAML converted to JSON).
 func Normalise(descriptor []byte, algorithm string) ([]byte, error) {
+	if err := supportedNormalisation(algorithm); err != nil {
+		return nil, err // before decoding: an unknown name costs nothing
+	}
 	var d v2Descriptor
 	if err := json.Unmarshal(descriptor, &d); err != nil {
 		return nil, fmt.Errorf("decoding component descriptor: %w", err)
 	}
-	switch algorithm {
-	case NormalisationV4alpha1, NormalisationV3:
-	case NormalisationV2:
+	if algorithm == NormalisationV2 {
 		defaultVersionIntoExtraIdentity(d.Component.Resources)
-	default:
-		return nil, fmt.Errorf("unsupported normalisation algorithm %q", algorithm)
 	}
 	d.Component.defaultLists()
 	// The rules apply to the document as OCM's v2 types serialise it: only known fields, omitempty honoured.
@@ -49,6 +48,14 @@ func Normalise(descriptor []byte, algorithm string) ([]byte, error) {
 		return nil, err
 	}
 	return canonical(excludeDescriptor(generic))
+}
+
+func supportedNormalisation(algorithm string) error {
+	switch algorithm {
+	case NormalisationV4alpha1, NormalisationV3, NormalisationV2:
+		return nil
+	}
+	return fmt.Errorf("unsupported normalisation algorithm %q", algorithm)
 }
 
 // Digest returns the hex SHA-256 of the normalised descriptor. SHA-256 is the only hash accepted: it is what OCM

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -67,14 +68,74 @@ func Signatures(descriptor []byte) ([]Signature, error) {
 	return d.Signatures, nil
 }
 
-// Verify checks a descriptor's signatures against trusted keys. With names, each named signature must be present
-// and verify with the key of its name (or the key under AnyName). Without, every signature that has a key of its
-// own name must verify, signatures only AnyName's key applies to are tried, and at least one must verify. It
-// returns the names verified.
-func Verify(descriptor []byte, names []string, keys Keys) ([]string, error) {
+// Signed is what verifying a descriptor's signatures needs of it: the signatures, and the digest of the descriptor
+// under each normalisation they name. It keeps no copy of the descriptor, so a verified or cached descriptor costs
+// its signatures, not its bytes.
+type Signed struct {
+	Signatures []Signature
+	digests    map[v2Digest]digestOutcome // by algorithms, Value unset
+}
+
+// digestOutcome is a descriptor's digest under one pair of algorithms, or why it has none.
+type digestOutcome struct {
+	value string
+	err   error
+}
+
+// Prepare reads a descriptor's (JSON) signatures and digests it under the algorithms they name.
+func Prepare(descriptor []byte) (*Signed, error) {
 	signatures, err := Signatures(descriptor)
 	if err != nil {
+		return nil, err
+	}
+	s := &Signed{Signatures: signatures, digests: map[v2Digest]digestOutcome{}}
+	for i, sig := range signatures {
+		signatures[i].Timestamp = nil // not verified, and of any size
+		algorithms := v2Digest{HashAlgorithm: sig.Digest.HashAlgorithm, NormalisationAlgorithm: sig.Digest.NormalisationAlgorithm}
+		if _, done := s.digests[algorithms]; !done {
+			value, err := Digest(descriptor, algorithms.NormalisationAlgorithm, algorithms.HashAlgorithm)
+			s.digests[algorithms] = digestOutcome{value: value, err: err}
+		}
+	}
+	return s, nil
+}
+
+// RetainedBytes estimates the heap s keeps alive, for caches bounded in bytes; 0 for a nil Signed.
+func (s *Signed) RetainedBytes() int64 {
+	if s == nil {
+		return 0
+	}
+	// A string header, and a map entry beyond its contents.
+	const stringBytes, entryBytes = 16, 48
+	size := int64(reflect.TypeFor[Signature]().Size()) //nolint:gosec // G115: a struct of a few hundred bytes
+	n := int64(cap(s.Signatures)) * size
+	for _, sig := range s.Signatures {
+		n += int64(len(sig.Name) + len(sig.Digest.HashAlgorithm) + len(sig.Digest.NormalisationAlgorithm) + len(sig.Digest.Value) +
+			len(sig.Signature.Algorithm) + len(sig.Signature.Value) + len(sig.Signature.MediaType) + len(sig.Signature.Issuer))
+	}
+	for algorithms, d := range s.digests {
+		n += entryBytes + 5*stringBytes + int64(len(algorithms.HashAlgorithm)+len(algorithms.NormalisationAlgorithm)+len(d.value))
+	}
+	return n
+}
+
+// Verify checks a descriptor's signatures against trusted keys; see Signed.Verify.
+func Verify(descriptor []byte, names []string, keys Keys) ([]string, error) {
+	s, err := Prepare(descriptor)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSignatureInvalid, err)
+	}
+	return s.Verify(names, keys)
+}
+
+// Verify checks the signatures against trusted keys. With names, each named signature must be present and verify
+// with the key of its name (or the key under AnyName). Without, every signature that has a key of its own name
+// must verify, signatures only AnyName's key applies to are tried, and at least one must verify. It returns the
+// names verified. A nil Signed has no signatures.
+func (s *Signed) Verify(names []string, keys Keys) ([]string, error) {
+	var signatures []Signature
+	if s != nil {
+		signatures = s.Signatures
 	}
 	var (
 		verified []string
@@ -85,7 +146,7 @@ func Verify(descriptor []byte, names []string, keys Keys) ([]string, error) {
 		if !ok || (len(names) > 0 && !slices.Contains(names, sig.Name)) {
 			continue
 		}
-		if err := verifySignature(descriptor, sig, key); err != nil {
+		if err := s.verifySignature(sig, key); err != nil {
 			err = fmt.Errorf("%w: %s: %w", ErrSignatureInvalid, sig.Name, err)
 			if _, own := keys[sig.Name]; own || len(names) > 0 {
 				return nil, err
@@ -112,15 +173,15 @@ func Verify(descriptor []byte, names []string, keys Keys) ([]string, error) {
 	return nil, fmt.Errorf("%w: none of the descriptor's %d signature(s) has a trusted key (%s)", ErrSignatureMissing, len(signatures), keys)
 }
 
-// verifySignature recomputes the descriptor's digest with the signature's algorithms, compares it with the signed
-// digest, and checks the signature over that digest (OCM signs the digest bytes with the hash named by it).
-func verifySignature(descriptor []byte, sig Signature, key TrustedKey) error {
-	digest, err := Digest(descriptor, sig.Digest.NormalisationAlgorithm, sig.Digest.HashAlgorithm)
-	if err != nil {
-		return err
+// verifySignature compares the descriptor's digest under the signature's algorithms with the signed digest, and
+// checks the signature over that digest (OCM signs the digest bytes with the hash named by it).
+func (s *Signed) verifySignature(sig Signature, key TrustedKey) error {
+	d := s.digests[v2Digest{HashAlgorithm: sig.Digest.HashAlgorithm, NormalisationAlgorithm: sig.Digest.NormalisationAlgorithm}]
+	if d.err != nil {
+		return d.err
 	}
-	if digest != sig.Digest.Value {
-		return fmt.Errorf("the descriptor's %s digest is %s, the signature signs %s", sig.Digest.NormalisationAlgorithm, digest, sig.Digest.Value)
+	if d.value != sig.Digest.Value {
+		return fmt.Errorf("the descriptor's %s digest is %s, the signature signs %s", sig.Digest.NormalisationAlgorithm, d.value, sig.Digest.Value)
 	}
 	raw, algorithm, chain, err := decodeSignatureValue(sig.Signature)
 	if err != nil {
@@ -130,7 +191,11 @@ func verifySignature(descriptor []byte, sig Signature, key TrustedKey) error {
 	if err != nil {
 		return err
 	}
-	hashed, _ := hex.DecodeString(digest) // Digest returns hex
+	// Whichever key signs, a signer certificate's as well as a trusted one: its size bounds the time verification takes.
+	if err := checkKeySize(pub); err != nil {
+		return err
+	}
+	hashed, _ := hex.DecodeString(d.value) // Digest returns hex
 	switch algorithm {
 	case AlgorithmRSASSAPSS:
 		err = rsa.VerifyPSS(pub, crypto.SHA256, hashed, raw, nil)

@@ -292,6 +292,77 @@ func TestParseTrustedKey(t *testing.T) {
 	}
 }
 
+// TestKeySizesOutsideTheRangeAreRejected: RSA keys below 2048 or above 8192 bits are refused as trusted keys, in
+// every PEM form, with ErrKeyRejected, and so is a signer certificate's key of such a size even when it chains to
+// a trusted CA; the sizes at the bounds are accepted. The large keys' moduli are made up: only their size is
+// checked before any arithmetic, and generating a real 8200-bit key takes minutes.
+func TestKeySizesOutsideTheRangeAreRejected(t *testing.T) {
+	small, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemKeys := func(pub *rsa.PublicKey) map[string][]byte {
+		der, err := x509.MarshalPKIXPublicKey(pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[string][]byte{
+			"PKIX":  pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}),
+			"PKCS1": pem.EncodeToMemory(&pem.Block{Type: "RSA PUBLIC KEY", Bytes: x509.MarshalPKCS1PublicKey(pub)}),
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		pub      *rsa.PublicKey
+		rejected bool
+	}{
+		{"1024", &small.PublicKey, true},
+		{"2047", modulusOfSize(2047), true},
+		{"2048", modulusOfSize(2048), false},
+		{"8192", modulusOfSize(8192), false},
+		{"8200", modulusOfSize(8200), true},
+		{"524288", modulusOfSize(512 << 10), true},
+	} {
+		for form, data := range pemKeys(tc.pub) {
+			t.Run(tc.name+"/"+form, func(t *testing.T) {
+				_, err := signing.ParseTrustedKey(data)
+				if tc.rejected != errors.Is(err, signing.ErrKeyRejected) || !tc.rejected && err != nil {
+					t.Errorf("got %v, want rejected=%v", err, tc.rejected)
+				}
+				if _, err := signing.ParseKeys(map[string][]byte{"acme": data}); tc.rejected != errors.Is(err, signing.ErrKeyRejected) {
+					t.Errorf("ParseKeys: got %v, want rejected=%v", err, tc.rejected)
+				}
+			})
+		}
+	}
+	t.Run("certificate", func(t *testing.T) {
+		cert := certificate(t, "small", small, nil, nil)
+		if _, err := signing.ParseTrustedKey(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})); !errors.Is(err, signing.ErrKeyRejected) {
+			t.Errorf("a certificate of a 1024-bit key: got %v, want ErrKeyRejected", err)
+		}
+	})
+	t.Run("signer-certificate", func(t *testing.T) {
+		caKey := newKey(t)
+		ca := certificate(t, "acme CA", caKey, nil, nil)
+		signer := certificate(t, "acme signer", small, ca, caKey)
+		signed, err := signing.Sign(descriptor(t), "acme", small, signing.SignOptions{Certificate: signer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = signing.Verify(signed, nil, signing.Keys{"acme": {PublicKey: &caKey.PublicKey, Certificate: ca}})
+		if !errors.Is(err, signing.ErrSignatureInvalid) || !errors.Is(err, signing.ErrKeyRejected) {
+			t.Errorf("a signer certificate of a 1024-bit key: got %v, want SignatureInvalid for a rejected key", err)
+		}
+	})
+}
+
+// modulusOfSize is an RSA public key of the given size in bits; not a product of two primes, which the size check
+// does not need.
+func modulusOfSize(bits int) *rsa.PublicKey {
+	n := new(big.Int).Lsh(big.NewInt(1), uint(bits-1))
+	return &rsa.PublicKey{N: n.Or(n, big.NewInt(1)), E: 65537}
+}
+
 // descriptor is a component descriptor with every kind of field the signature covers or excludes.
 func descriptor(t testing.TB) []byte {
 	t.Helper()

@@ -14,6 +14,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"sigs.k8s.io/yaml"
@@ -201,30 +202,92 @@ func IsYAMLMediaType(mediaType string) bool {
 // ones with the YAML parser. OCM parses every encoding with sigs.k8s.io/yaml and so also reads YAML labelled
 // +json; fluxdeployer does not, because the YAML parser costs some 80 times the input in memory (a 4 MiB layer
 // took ~320 MiB) and a +json label must not buy that price for input that is not JSON.
-func Decode(mediaType string, data []byte) (*Descriptor, error) {
-	data, err := document(mediaType, data)
+//
+// It returns the descriptor and its document as JSON, the form digests and signatures are computed over: the
+// descriptor is decoded from exactly that document, so what is verified and what is read are one value. A
+// document with a key twice in one object, or two keys that differ only in case, is refused (UniqueKeys).
+func Decode(mediaType string, data []byte) (*Descriptor, []byte, error) {
+	doc, err := document(mediaType, data)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if IsYAMLMediaType(mediaType) {
+		// Strict: a YAML mapping with a key twice is an error, not its last value.
+		if doc, err = yaml.YAMLToJSONStrict(doc); err != nil {
+			return nil, nil, fmt.Errorf("reading it as YAML: %w", err)
+		}
+	}
+	if err := UniqueKeys(doc); err != nil {
+		return nil, nil, fmt.Errorf("reading it as %s: %w", encodingName(mediaType), err)
 	}
 	var d Descriptor
-	unmarshal := json.Unmarshal
-	if IsYAMLMediaType(mediaType) {
-		unmarshal = func(data []byte, v any) error { return yaml.Unmarshal(data, v) }
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return nil, nil, fmt.Errorf("reading it as %s: %w", encodingName(mediaType), err)
 	}
-	if err := unmarshal(data, &d); err != nil {
-		return nil, fmt.Errorf("reading it as %s: %w", encodingName(mediaType), err)
-	}
-	return &d, nil
+	return &d, doc, nil
 }
 
-// DescriptorJSON returns a descriptor layer's document as JSON, the form its digests and signatures are
-// computed over.
-func DescriptorJSON(mediaType string, data []byte) ([]byte, error) {
-	data, err := document(mediaType, data)
-	if err != nil || !IsYAMLMediaType(mediaType) {
-		return data, err
+// UniqueKeys refuses a JSON document in which an object has a key twice, or two keys equal under Unicode case
+// folding (imageReference and imagereference). Readers disagree on such objects: encoding/json matches struct
+// fields case-insensitively and keeps the last duplicate, a map keeps both case variants and sorts them, another
+// implementation may keep the first; so one reader could verify one value while another deploys the other.
+func UniqueKeys(doc []byte) error {
+	type frame struct {
+		object, wantKey bool
+		keys            map[string]string // folded key -> key as written
 	}
-	return yaml.YAMLToJSON(data)
+	var stack []frame
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber() // numbers are only skipped: no float parsing
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if n := len(stack); n > 0 && stack[n-1].wantKey {
+			if key, ok := tok.(string); ok {
+				top := &stack[n-1]
+				folded := foldKey(key)
+				if first, dup := top.keys[folded]; dup {
+					return fmt.Errorf("an object has the keys %.64q and %.64q: keys may appear once, and not in two cases", first, key)
+				}
+				if top.keys == nil {
+					top.keys = map[string]string{}
+				}
+				top.keys[folded], top.wantKey = key, false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, frame{object: true, wantKey: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		// A value ended: in an object, a key comes next.
+		if n := len(stack); n > 0 && stack[n-1].object {
+			stack[n-1].wantKey = true
+		}
+	}
+}
+
+// foldKey maps a key to one representative of its case-folding class, so that keys equal under strings.EqualFold
+// (the comparison encoding/json matches field names with) fold to the same string.
+func foldKey(key string) string {
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return least
+	}, key)
 }
 
 // document returns the descriptor document of a layer: the layer itself, or the file inside a +tar one.

@@ -3,7 +3,9 @@ package spec
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -24,7 +26,7 @@ func TestEncodeDecodeAllMediaTypes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", mt, err)
 		}
-		got, err := Decode(mt, data)
+		got, _, err := Decode(mt, data)
 		if err != nil {
 			t.Fatalf("%s: %v", mt, err)
 		}
@@ -36,7 +38,7 @@ func TestEncodeDecodeAllMediaTypes(t *testing.T) {
 }
 
 func TestDecodeNullArraysAndTarLayout(t *testing.T) {
-	got, err := Decode(MediaTypeDescriptorJSON, []byte(`{"meta":{"schemaVersion":"v2"},"component":{"name":"acme.org/x","version":"1","provider":"p",`+
+	got, _, err := Decode(MediaTypeDescriptorJSON, []byte(`{"meta":{"schemaVersion":"v2"},"component":{"name":"acme.org/x","version":"1","provider":"p",`+
 		`"repositoryContexts":null,"resources":null,"sources":null,"componentReferences":null}}`))
 	if err != nil || got.Component.Resources != nil || got.Component.References != nil {
 		t.Fatalf("null arrays: %+v, %v", got, err)
@@ -50,17 +52,17 @@ func TestDecodeNullArraysAndTarLayout(t *testing.T) {
 		_, _ = tw.Write([]byte(body))
 	}
 	_ = tw.Close()
-	if got, err := Decode(MediaTypeDescriptorYAMLTar, buf.Bytes()); err != nil || got.Component.Name != "acme.org/y" {
+	if got, _, err := Decode(MediaTypeDescriptorYAMLTar, buf.Bytes()); err != nil || got.Component.Name != "acme.org/y" {
 		t.Errorf("tar with leading slash: %+v, %v", got, err)
 	}
 
 	buf.Reset()
 	tw = tar.NewWriter(&buf)
 	_ = tw.Close()
-	if _, err := Decode(MediaTypeDescriptorYAMLTar, buf.Bytes()); err == nil {
+	if _, _, err := Decode(MediaTypeDescriptorYAMLTar, buf.Bytes()); err == nil {
 		t.Error("a tar without component-descriptor.yaml was decoded")
 	}
-	if _, err := Decode("application/vnd.oci.image.layer.v1.tar", nil); !errors.Is(err, ErrUnsupportedMediaType) {
+	if _, _, err := Decode("application/vnd.oci.image.layer.v1.tar", nil); !errors.Is(err, ErrUnsupportedMediaType) {
 		t.Errorf("unknown media type: %v, want ErrUnsupportedMediaType", err)
 	}
 }
@@ -92,13 +94,52 @@ func TestNaming(t *testing.T) {
 func TestDecodeRefusesYAMLUnderJSONMediaType(t *testing.T) {
 	yamlDoc := []byte("component:\n  name: acme.org/z\n  version: 1.0.0\n")
 	for _, mt := range []string{MediaTypeDescriptorJSON, MediaTypeLegacyDescriptorJSON} {
-		if got, err := Decode(mt, yamlDoc); err == nil {
+		if got, _, err := Decode(mt, yamlDoc); err == nil {
 			t.Errorf("Decode(%s, YAML) = %+v, want an error", mt, got.Component)
 		}
 	}
 	for _, mt := range []string{MediaTypeDescriptorYAML, MediaTypeLegacyDescriptorYAML} {
-		if got, err := Decode(mt, yamlDoc); err != nil || got.Component.Name != "acme.org/z" {
+		if got, _, err := Decode(mt, yamlDoc); err != nil || got.Component.Name != "acme.org/z" {
 			t.Errorf("Decode(%s, YAML) = %+v, %v", mt, got, err)
 		}
+	}
+}
+
+// TestDecodeRefusesAmbiguousKeys: an object with a key twice, or with two keys that differ only in case, is
+// refused in every encoding, at any depth, so that no two readers of the descriptor can take different values
+// from it; the same keys in different objects, and keys that only look alike, are fine.
+func TestDecodeRefusesAmbiguousKeys(t *testing.T) {
+	head := `{"meta":{"schemaVersion":"v2"},"component":{"name":"acme.org/x","version":"1.0.0","provider":"p","resources":[`
+	yamlHead := "meta:\n  schemaVersion: v2\ncomponent:\n  name: acme.org/x\n  version: 1.0.0\n  provider: p\n  resources:\n"
+	yamlAccess := yamlHead + "  - name: c\n    type: helmChart\n    access:\n      type: ociArtifact\n"
+	jsonAccess := head + `{"name":"c","type":"helmChart","access":{"type":"ociArtifact",`
+	for _, tc := range []struct {
+		name, mediaType, doc string
+		refused              bool
+	}{
+		{"json-case-variant", MediaTypeDescriptorJSON, jsonAccess + `"imagereference":"evil/c:1","imageReference":"good/c:1"}}]}}`, true},
+		{"json-duplicate", MediaTypeDescriptorJSON, jsonAccess + `"imageReference":"good/c:1","imageReference":"evil/c:1"}}]}}`, true},
+		{"json-escaped-duplicate", MediaTypeDescriptorJSON, jsonAccess + `"imageReference":"good/c:1","\u0069mageReference":"evil/c:1"}}]}}`, true},
+		{"json-kelvin-sign", MediaTypeLegacyDescriptorJSON, head + `{"name":"c","type":"helmChart","access":{"k":1,"\u212a":2}}]}}`, true},
+		{"json-top-level", MediaTypeDescriptorJSON, `{"meta":{"schemaVersion":"v2"},"Meta":{},"component":{"name":"acme.org/x","version":"1.0.0"}}`, true},
+		{"json-field-case", MediaTypeDescriptorJSON, `{"meta":{"schemaVersion":"v2"},"component":{"name":"acme.org/x","Name":"acme.org/y","version":"1.0.0"}}`, true},
+		{"json-same-keys-in-sibling-objects", MediaTypeDescriptorJSON, head + `{"name":"a","type":"t","access":{"type":"x"}},{"name":"b","type":"t","access":{"type":"x"}}]}}`, false},
+		{"yaml-duplicate", MediaTypeDescriptorYAML, yamlAccess + "      imageReference: good/c:1\n      imageReference: evil/c:1\n", true},
+		{"yaml-case-variant", MediaTypeDescriptorYAML, yamlAccess + "      imagereference: evil/c:1\n      imageReference: good/c:1\n", true},
+		{"yaml-distinct", MediaTypeDescriptorYAML, yamlAccess + "      imageReference: good/c:1\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, doc, err := Decode(tc.mediaType, []byte(tc.doc))
+			switch {
+			case tc.refused && err == nil:
+				t.Fatalf("decoded %+v", d.Component)
+			case tc.refused && !strings.Contains(err.Error(), "keys may appear once") && !strings.Contains(err.Error(), "already set in map"):
+				t.Errorf("error %q does not say why", err)
+			case !tc.refused && err != nil:
+				t.Fatal(err)
+			case !tc.refused && !json.Valid(doc):
+				t.Errorf("document %s is not JSON", doc)
+			}
+		})
 	}
 }

@@ -27,10 +27,14 @@ manifests: ## Generate CRDs and RBAC under config/.
 	$(CONTROLLER_GEN) crd:allowDangerousTypes=false rbac:roleName=fluxdeployer paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
+.PHONY: api-docs
+api-docs: manifests ## Write the API reference docs/api from the CRDs (hack/apidocs).
+	go run ./hack/apidocs -crds config/crd/bases -samples config/samples -out docs/api
+
 .PHONY: verify-generated
-verify-generated: generate manifests ## Fail when committed generated files are stale.
-	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- api config)" || { git status --porcelain -- api config; echo "untracked generated files: commit them"; exit 1; }
+verify-generated: generate manifests api-docs ## Fail when committed generated files are stale.
+	@git diff --exit-code -- api config docs/api || { echo "generated files are stale: run 'make generate manifests api-docs' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api config docs/api)" || { git status --porcelain -- api config docs/api; echo "untracked generated files: commit them"; exit 1; }
 
 .PHONY: fmt
 fmt:
@@ -82,7 +86,7 @@ fuzz: ## A short run of every fuzz target.
 bench: ## Benchmarks of the naming core (compare runs with benchstat).
 	go test ./pkg/... ./internal/vectordeployment/naming -run '^$$' -bench . -benchmem -count 10
 
-# Scale benchmarks of issue 12 (docs/performance.md): a real kube-apiserver and the in-process registry; each
+# Scale benchmarks (docs/performance.md): a real kube-apiserver and the in-process registry; each
 # iteration takes minutes, so they run once (-benchtime=1x). Save the output for the plot script.
 BENCH_SCALE := go test ./internal/bench -run '^$$' -benchtime=1x -timeout 90m
 
@@ -127,7 +131,7 @@ preview: build ## Publish the sample vector (CTF and local registry) and show th
 run: manifests ## Run the operator against the current kubeconfig.
 	go run ./cmd/fluxdeployer run
 
-# Image and install (see README "Install on a cluster").
+# Image and install (see docs/operating.md, "Installing").
 
 .PHONY: image
 image: ## Build the image without a container engine: dist/image.tar (docker load) and dist/image-layout (OCI).

@@ -73,7 +73,7 @@ const (
 	DeploymentResultLabel = "konfidence.cloud/deployment-result"
 )
 
-// The size limit of a vector (issue 12).
+// The size limit of a vector, so that a VectorDeployment's status stays within what the API server stores.
 const (
 	// MaxArtifactsPerVector is the largest number of artifacts one VectorDeployment deploys. Its status holds an
 	// entry per artifact (about 150 bytes, plus about 200 per deployment result) and the API server stores an

@@ -37,7 +37,7 @@ const (
 	FluxObjectUpdatedReason = "FluxObjectUpdated"
 )
 
-// Reasons of the Flux deployer for a cluster that lacks part of Flux (issue 9, finding 13).
+// Reasons of the Flux deployer for a cluster that lacks part of Flux.
 const (
 	// FluxCRDsMissingReason: the API server does not serve a Flux kind the ArtifactDeployment needs (its CRD is not
 	// installed); the deployer watches for it and deploys the ArtifactDeployment once it is.

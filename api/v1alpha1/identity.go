@@ -1,7 +1,7 @@
 package v1alpha1
 
 // Reasons and annotations by which the VectorDeployment reconciler keeps one name denoting one content, and the
-// Flux deployer one workload name one deployment (issue 9, findings 6 to 9).
+// Flux deployer one workload name one deployment.
 const (
 	// ArtifactSourceConflictReason: an ArtifactDeployment of the artifact's identity (component, version, reuse)
 	// exists but was built from another source (another repository, or other bytes under the same version); it is

@@ -1,7 +1,7 @@
 package v1alpha1
 
-// Condition and event reasons of the Flux deployer for remote deployment targets (issue 9, findings 1 and 4): what
-// it refuses in a tenant's kubeconfig Secret, and a remote target that does not answer in time.
+// Condition and event reasons of the Flux deployer for remote deployment targets: what it refuses in a tenant's
+// kubeconfig Secret, and a remote target that does not answer in time.
 const (
 	// UnsafeKubeConfigReason: a remote target's kubeconfig asks for something the operator does not do on a
 	// tenant's behalf: run a command (exec, unless --insecure-kubeconfig-exec), use an auth-provider plugin, read a

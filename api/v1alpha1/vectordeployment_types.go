@@ -5,9 +5,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// VectorDeploymentSpec names the vector to deploy. The vector is immutable (suspend and secretRef may change):
-// deploying another vector is a new VectorDeployment, so the ArtifactDeployments of the old one are never silently
-// replaced.
+// VectorDeploymentSpec names the vector to deploy. The vector is immutable (suspend, secretRef and verify may
+// change): deploying another vector is a new VectorDeployment, so the ArtifactDeployments of the old one are never
+// silently replaced.
 // +kubebuilder:validation:XValidation:rule="self.vector == oldSelf.vector",message="VectorDeployment spec is immutable"
 type VectorDeploymentSpec struct {
 	// Vector is the OCM reference of the vector component version, e.g.

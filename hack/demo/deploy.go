@@ -18,6 +18,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/tree"
 )
@@ -42,12 +43,22 @@ func deploy(ctx context.Context, bin string, keep bool, timeout time.Duration) (
 	}
 	defer func() { err = errors.Join(err, cluster.Stop()) }()
 
-	reg, err := ocmtest.ListenRegistry("127.0.0.1:0")
+	samples, err := controlplane.Kustomize("config/samples")
 	if err != nil {
 		return err
 	}
+	vector, err := sampleVectorRef(samples)
+	if err != nil {
+		return err
+	}
+	// The registry listens where the sample says, so the sample is applied as shipped, by the demo now and by
+	// hand with KEEP=1: the operator and Flux's controllers run on this machine and reach its loopback.
+	reg, err := ocmtest.ListenRegistry(vector.Host())
+	if err != nil {
+		return fmt.Errorf("serving the registry config/samples names (%s): %w", vector.Host(), err)
+	}
 	defer reg.Close()
-	step("publishing the sample vector into an OCI registry at %s", reg.Host)
+	step("publishing the sample vector into an OCI registry at %s, as config/samples names it", reg.Host)
 	if err := pushDeployables(ctx, reg.Host); err != nil {
 		return err
 	}
@@ -55,7 +66,7 @@ func deploy(ctx context.Context, bin string, keep bool, timeout time.Duration) (
 		return err
 	}
 
-	vd, err := applySamples(ctx, cluster.Client, reg.Ref("", vectorName, vectorVersion))
+	vd, err := applySamples(ctx, cluster.Client, samples)
 	if err != nil {
 		return err
 	}
@@ -88,32 +99,47 @@ func deploy(ctx context.Context, bin string, keep bool, timeout time.Duration) (
 	if keep {
 		step("running until Ctrl-C; in another shell:")
 		fmt.Printf("   export KUBECONFIG=%s\n   kubectl get vd,ad,helmreleases,kustomizations -A\n", cluster.AdminKubeconfig)
+		fmt.Printf("   kubectl apply -k config/samples    # the sample again, in namespace default\n")
 		<-ctx.Done()
 	}
 	return nil
 }
 
-// applySamples applies config/samples as a user would: the Flux deployer's ConfigMap into the operator's
-// namespace and the VectorDeployment into its namespace, its vector pointed at the demo's registry.
-func applySamples(ctx context.Context, c client.Client, vector string) (*konfidencev1.VectorDeployment, error) {
-	objs, err := controlplane.Kustomize("config/samples")
-	if err != nil {
-		return nil, err
+// sampleVectorRef is the vector config/samples' VectorDeployment names: the demo publishes the sample vector
+// there, so it must be a loopback registry and the sample's component version.
+func sampleVectorRef(samples []*unstructured.Unstructured) (ocm.Ref, error) {
+	for _, u := range samples {
+		if u.GetKind() != "VectorDeployment" {
+			continue
+		}
+		vector, _, _ := unstructured.NestedString(u.Object, "spec", "vector")
+		ref, err := ocm.ParseRef(vector)
+		if err != nil {
+			return ocm.Ref{}, fmt.Errorf("config/samples: %w", err)
+		}
+		if host, _, _ := strings.Cut(ref.Host(), ":"); host != "127.0.0.1" || !ref.PlainHTTP() || ref.SubPath != "" ||
+			ref.Component != vectorName || ref.Version != vectorVersion {
+			return ocm.Ref{}, fmt.Errorf("config/samples names vector %s; the demo serves http://127.0.0.1:<port>//%s:%s", vector, vectorName, vectorVersion)
+		}
+		return ref, nil
 	}
+	return ocm.Ref{}, errors.New("config/samples holds no VectorDeployment")
+}
+
+// applySamples applies config/samples as a user would, unchanged: the Flux deployer's ConfigMap into the
+// operator's namespace and the VectorDeployment into its namespace.
+func applySamples(ctx context.Context, c client.Client, samples []*unstructured.Unstructured) (*konfidencev1.VectorDeployment, error) {
 	var vd *konfidencev1.VectorDeployment
-	for _, u := range objs {
+	for _, u := range samples {
 		switch u.GetKind() {
 		case "ConfigMap":
 			u.SetNamespace(controlplane.OperatorNamespace)
 		case "VectorDeployment":
-			sample, _, _ := unstructured.NestedString(u.Object, "spec", "vector")
-			if err := unstructured.SetNestedField(u.Object, vector, "spec", "vector"); err != nil {
-				return nil, err
-			}
 			if u.GetNamespace() == "" {
 				u.SetNamespace(sampleNamespace)
 			}
-			step("applying config/samples: VectorDeployment %s/%s (spec.vector %s → %s)", u.GetNamespace(), u.GetName(), sample, vector)
+			vector, _, _ := unstructured.NestedString(u.Object, "spec", "vector")
+			step("applying config/samples: VectorDeployment %s/%s (spec.vector %s)", u.GetNamespace(), u.GetName(), vector)
 			vd = &konfidencev1.VectorDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: u.GetNamespace(), Name: u.GetName()}}
 		}
 		if ns := u.GetNamespace(); ns != "" {
@@ -124,9 +150,6 @@ func applySamples(ctx context.Context, c client.Client, vector string) (*konfide
 		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("demo"), client.ForceOwnership); err != nil {
 			return nil, fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
-	}
-	if vd == nil {
-		return nil, errors.New("config/samples holds no VectorDeployment")
 	}
 	return vd, nil
 }

@@ -47,7 +47,7 @@ const (
 // requests; returning the answer spares the status a read of an object the cache has not seen yet.
 //
 // An object the cache has not seen is applied without reading it first: that is the creation of every object, so
-// a read there would cost one GET per object (issue 12 counted 2 per artifact) to learn what the apply tells
+// a read there would cost one GET per object (2 per artifact) to learn what the apply tells
 // anyway. It counts as created, which only costs an "updated" event when the cache lags behind another writer's
 // change to an object that exists.
 //

@@ -9,8 +9,8 @@ import (
 // TrimFluxStatus is a cache transform that keeps, of a Flux object's status, what the deployer reads: the
 // conditions and observedGeneration. The rest is Flux's record of its own work and can be most of the object: a
 // Kustomization's inventory lists every object it applied, a HelmRelease's history its last releases, a source its
-// artifact. The cache holds two Flux objects per ArtifactDeployment (issue 12: 10,000 ArtifactDeployments in
-// 150 MiB). Other objects pass unchanged.
+// artifact. The cache holds two Flux objects per ArtifactDeployment, and 10,000 ArtifactDeployments must fit in
+// 150 MiB. Other objects pass unchanged.
 func TrimFluxStatus(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *helmv2.HelmRelease:

@@ -257,7 +257,7 @@ func (r *Reconciler) fail(ad *konfidencev1.ArtifactDeployment, err error, stalle
 // warning for every new failure reason, a normal event when the artifact became ready.
 //
 // One merge patch of the whole status rather than Flux's patch helper, which sends the conditions and the rest of
-// the status in two requests (issue 12 counted 2.3 status writes per artifact). The deployer is the only writer
+// the status in two requests (2.3 status writes per artifact were measured with it). The deployer is the only writer
 // of an ArtifactDeployment's status, so replacing its conditions list as a whole takes nothing from anyone.
 func (r *Reconciler) finalizeStatus(ctx context.Context, original, ad *konfidencev1.ArtifactDeployment) error {
 	before := conditions.Get(original, meta.ReadyCondition)
@@ -272,7 +272,7 @@ func (r *Reconciler) finalizeStatus(ctx context.Context, original, ad *konfidenc
 	}
 	// Compared as the JSON the patch would send, not as Go values: a deployment result's spec is raw JSON, which
 	// the API server stores with its keys sorted, so equal results read back as different bytes.
-	// The patch is computed once for both (issue 12: computing it twice cost 0.5 s of CPU per 1,000 artifacts).
+	// The patch is computed once for both: computing it twice cost 0.5 s of CPU per 1,000 artifacts.
 	data, err := client.MergeFrom(original).Data(ad)
 	if err != nil || string(data) == "{}" {
 		return err
@@ -282,7 +282,7 @@ func (r *Reconciler) finalizeStatus(ctx context.Context, original, ad *konfidenc
 
 // recordApply emits an event when the deployer changed a Flux object that existed: drift corrected, or a new
 // configuration applied, which a person may want to know of. Creating the objects of a new ArtifactDeployment is
-// what it is for, so that is no event (issue 12: events only for what a person acts on); its status says it.
+// what it is for, so that is no event (events are only for what a person acts on); its status says it.
 func (r *Reconciler) recordApply(ad *konfidencev1.ArtifactDeployment, obj client.Object, outcome applyOutcome) {
 	if outcome == updated {
 		kind := obj.GetObjectKind().GroupVersionKind().Kind

@@ -12,7 +12,7 @@ import (
 // secretPresenceTTL is how long an answer of secretPresence is shared. Secrets are not watched (see
 // resolveReferences): a Secret created or deleted is noticed at the next interval anyway, so sharing an answer for
 // a few seconds changes nothing a user can rely on, while the ArtifactDeployments of a namespace that converge
-// together then ask once instead of once each (issue 12: one GET per artifact).
+// together then ask once instead of once each (one GET per artifact).
 const secretPresenceTTL = 10 * time.Second
 
 // secretPresence remembers for secretPresenceTTL whether Secrets exist, read from the API server by metadata.

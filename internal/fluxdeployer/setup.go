@@ -225,8 +225,7 @@ func (r *Reconciler) artifactDeployments(ctx context.Context, opts ...client.Lis
 
 // ignoreCreate passes on every event of a Flux object the deployer owns but its creation: only the deployer
 // creates them, in a reconcile that reports them from the apply's answer, and on start every ArtifactDeployment is
-// reconciled anyway. Requeueing would reconcile each new ArtifactDeployment once more per object for nothing
-// (issue 12).
+// reconciled anyway. Requeueing would reconcile each new ArtifactDeployment once more per object for nothing.
 type ignoreCreate struct{ handler.EventHandler }
 
 func (ignoreCreate) Create(context.Context, event.CreateEvent, workqueue.TypedRateLimitingInterface[reconcile.Request]) {

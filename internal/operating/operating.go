@@ -75,7 +75,7 @@ func (o Options) ReconcileMetrics(mgr ctrl.Manager, kind string) ReconcileMetric
 
 // DurationMetrics returns the recorder of the reconcile duration alone, for a kind whose objects are too many for
 // the condition gauges: those are 10 series per object, kept in the operator's memory until the object is gone
-// (a third of the heap with 1,000 ArtifactDeployments, issue 12). Flux's own controllers record only the
+// (a third of the heap with 1,000 ArtifactDeployments). Flux's own controllers record only the
 // duration too; their conditions reach Prometheus through kube-state-metrics.
 func (o Options) DurationMetrics(mgr ctrl.Manager, kind string) ReconcileMetrics {
 	m := o.ReconcileMetrics(mgr, kind)
@@ -131,7 +131,7 @@ func Event(r record.EventRecorder, obj client.Object, revision, eventtype, reaso
 // CacheOptions are the options of the manager's cache: VectorDeployments matching vdSelector (nil: all), and
 // only namespace when it is not empty. Every object is cached without its managed fields, which no reconciler
 // reads: they are the largest part of a server-side applied object's metadata, and the cache holds every
-// ArtifactDeployment and two Flux objects for each (issue 12: 10,000 ArtifactDeployments in 150 MiB). trims run
+// ArtifactDeployment and two Flux objects for each (10,000 ArtifactDeployments must fit in 150 MiB). trims run
 // on every object after that, for what a reconciler knows it does not read of its kinds.
 func CacheOptions(vdSelector labels.Selector, namespace string, trims ...toolscache.TransformFunc) cache.Options {
 	strip := cache.TransformStripManagedFields()

@@ -120,8 +120,8 @@ func (r *Reconciler) syncArtifacts(ctx context.Context, vd *konfidencev1.VectorD
 }
 
 // eventOwnership records one event for the ArtifactDeployments this reconcile created and one for those it
-// adopted, rather than one per ArtifactDeployment (issue 12: at most one event per artifact, and those for what a
-// person may act on).
+// adopted, rather than one per ArtifactDeployment: at most one event per artifact, and those for what a person
+// may act on.
 func (r *Reconciler) eventOwnership(vd *konfidencev1.VectorDeployment, slots map[string]slotResult) {
 	var made, adopted []string
 	for _, slot := range slots {

@@ -20,7 +20,7 @@ import (
 
 // identityIndex indexes the cached ArtifactDeployments by ArtifactIdentityLabel. Listing by label selector makes
 // the cache match every ArtifactDeployment of the namespace against it, once per artifact of every reconcile:
-// O(artifacts × ArtifactDeployments) per VectorDeployment (issue 12); the index answers from a map.
+// O(artifacts × ArtifactDeployments) per VectorDeployment; the index answers from a map.
 const identityIndex = "konfidence.cloud/artifact-identity"
 
 // indexIdentity registers identityIndex with the manager's cache.
@@ -36,8 +36,8 @@ func indexIdentity(mgr ctrl.Manager) error {
 
 // artifactStatusDelay is how long a VectorDeployment waits after a change of one of its ArtifactDeployments
 // before it is reconciled: the changes of all its ArtifactDeployments within that time are reported in one
-// reconcile and one status write, instead of one each (issue 12 measured 1.2 VectorDeployment status writes per
-// artifact without it).
+// reconcile and one status write, instead of one each (1.2 VectorDeployment status writes per artifact were
+// measured without it).
 const artifactStatusDelay = 2 * time.Second
 
 // artifactDeploymentChanges requeues the owners of an ArtifactDeployment when something they report or act on

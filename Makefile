@@ -49,7 +49,7 @@ lint: ## golangci-lint with .golangci.yml (pinned in hack/tools/golangci-lint; t
 	go tool -modfile=hack/tools/golangci-lint/go.mod golangci-lint run ./...
 
 .PHONY: test-assets
-test-assets: ## Build kube-apiserver, etcd and kube-controller-manager, and the three Flux controllers (first run 25-45 minutes).
+test-assets: ## Build kube-apiserver, etcd and kube-controller-manager, and the three Flux controllers (first run 11-45 minutes on 2 cores).
 	@hack/test-assets.sh
 	@hack/flux-assets.sh
 

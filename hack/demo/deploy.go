@@ -36,7 +36,7 @@ func deploy(ctx context.Context, bin string, keep bool, timeout time.Duration) (
 		return fmt.Errorf("the fluxdeployer binary (make build): %w", err)
 	}
 	step("starting kube-apiserver, etcd, kube-controller-manager and Flux's source-, kustomize- and helm-controller")
-	fmt.Println("   (built from source into ~/.cache/fluxdeployer on the first run: 25 to 45 minutes on 2 cores, then reused)")
+	fmt.Println("   (built from source into ~/.cache/fluxdeployer on the first run: 11 to 45 minutes on 2 cores, then reused)")
 	cluster, err := controlplane.StartCluster(ctx, os.Stderr)
 	if err != nil {
 		return err

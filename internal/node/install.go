@@ -82,10 +82,15 @@ func OperatorImage() (string, error) {
 	return "ghcr.io/fluxdeployer/fluxdeployer:" + strings.TrimSpace(string(version)), nil
 }
 
-// BuildOperatorImage builds the operator's image ref with hack/image, as `make image` does, and imports it.
-func (c *Cluster) BuildOperatorImage(ctx context.Context, ref string) error {
+// BuildOperatorImage builds the operator's image ref with hack/image, as `make image` does, and imports it; the
+// binary reports version, or the VERSION file's when it is empty.
+func (c *Cluster) BuildOperatorImage(ctx context.Context, ref, version string) error {
 	archive := c.path("images/fluxdeployer.tar")
-	cmd := exec.CommandContext(ctx, "go", "run", "./hack/image", "-img", ref, "-tarball", archive)
+	args := []string{"run", "./hack/image", "-img", ref, "-tarball", archive}
+	if version != "" {
+		args = append(args, "-version", version)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = controlplane.RepoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the operator's image: %w\n%s", err, out)
@@ -112,7 +117,7 @@ func (c *Cluster) Installer(ctx context.Context, ref string) (string, error) {
 // applies dist/install.yaml, and waits until the operator's Deployment is Available.
 func (c *Cluster) InstallOperator(ctx context.Context, ref string) error {
 	begin := time.Now()
-	if err := c.BuildOperatorImage(ctx, ref); err != nil {
+	if err := c.BuildOperatorImage(ctx, ref, ""); err != nil {
 		return err
 	}
 	if err := c.ApplyInstaller(ctx, ref); err != nil {

@@ -116,8 +116,8 @@ build: ## Build bin/fluxdeployer (with the version and commit `fluxdeployer vers
 	go build -ldflags "$(LDFLAGS)" -o bin/fluxdeployer ./cmd/fluxdeployer
 
 .PHONY: demo
-demo: build ## The main job: deploy a sample vector through fluxdeployer and Flux on an embedded control plane (KEEP=1 keeps it running).
-	go run ./hack/demo -fluxdeployer bin/fluxdeployer $(if $(KEEP),-keep)
+demo: build ## The main job: deploy a sample vector through fluxdeployer and Flux on an embedded control plane (KEEP=1 keeps it running; NODE=1 runs it on a real node as root, Flux and the operator as pods, the workloads' pods started).
+	go run ./hack/demo -fluxdeployer bin/fluxdeployer $(if $(KEEP),-keep) $(if $(NODE),-node)
 
 .PHONY: preview
 preview: build ## Publish the sample vector (CTF and local registry) and show the names fluxdeployer gives it, without a cluster.

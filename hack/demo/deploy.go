@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
+	"github.com/fluxdeployer/fluxdeployer/internal/node"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/tree"
 )
@@ -42,19 +44,11 @@ func deploy(ctx context.Context, bin string, keep bool, timeout time.Duration) (
 	}
 	defer func() { err = errors.Join(err, cluster.Stop()) }()
 
-	reg, err := ocmtest.ListenRegistry("127.0.0.1:0")
+	reg, err := publishSample(ctx, "127.0.0.1:0", ocmtest.WebChart("frontend", frontendVersion), ocmtest.WebChart("database", databaseVersion), ocmtest.ConfigBundle)
 	if err != nil {
 		return err
 	}
 	defer reg.Close()
-	step("publishing the sample vector into an OCI registry at %s", reg.Host)
-	if err := pushDeployables(ctx, reg.Host); err != nil {
-		return err
-	}
-	if err := publish(ctx, ocmtest.RegistryRepository(auth.DefaultClient, reg.Host, "", true), reg.Host); err != nil {
-		return err
-	}
-
 	vd, err := applySamples(ctx, cluster.Client, reg.Ref("", vectorName, vectorVersion))
 	if err != nil {
 		return err
@@ -77,8 +71,66 @@ func deploy(ctx context.Context, bin string, keep bool, timeout time.Duration) (
 	if err := waitReady(ctx, cluster.Client, vd, timeout, operator.Exited()); err != nil {
 		return err
 	}
+	return show(ctx, cluster.Client, vd, cluster.AdminKubeconfig, keep)
+}
+
+// deployOnNode runs the demo on a real node, Flux and the operator installed as pods as a user installs them, and
+// the sample vector's charts and bundle made of Deployments of the workload image whose pods really start.
+func deployOnNode(ctx context.Context, keep bool, timeout time.Duration) (err error) {
+	step("starting a real node (containerd, kubelet, kube-scheduler, kube-proxy) and installing Flux and fluxdeployer as pods")
+	fmt.Println("   (needs root; built into ~/.cache/fluxdeployer on the first run, then reused)")
+	c, err := node.StartInstalled(ctx, os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, c.Stop()) }()
+	fmt.Printf("   %s\n", strings.Join(c.Started, ", "))
+	defer func() {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, c.Logs("kubelet"))
+		}
+	}()
+	// The registry listens on the host's end of the node's veth, which the pods reach.
+	reg, err := publishSample(ctx, net.JoinHostPort(node.HostIP, "0"), ocmtest.WorkloadChart("frontend", frontendVersion, node.WorkloadImage),
+		ocmtest.WorkloadChart("database", databaseVersion, node.WorkloadImage), ocmtest.WorkloadBundle(node.WorkloadImage))
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+	vd, err := applySamples(ctx, c.Client, reg.Ref("", vectorName, vectorVersion))
+	if err != nil {
+		return err
+	}
+	step("waiting for VectorDeployment %s/%s to be Ready (its workloads' pods Ready: the sample waits for them)", vd.Namespace, vd.Name)
+	if err := waitReady(ctx, c.Client, vd, timeout, nil); err != nil {
+		return fmt.Errorf("%w\npods: %s", err, c.PodStates(ctx, vd.Namespace, nil))
+	}
+	return show(ctx, c.Client, vd, c.AdminKubeconfig, keep)
+}
+
+// publishSample serves an OCI registry on addr holding the sample vector, whose frontend and database charts and
+// config bundle are those given.
+func publishSample(ctx context.Context, addr string, frontend, database ocmtest.Chart, bundle map[string]string) (*ocmtest.Registry, error) {
+	reg, err := ocmtest.ListenRegistry(addr)
+	if err != nil {
+		return nil, err
+	}
+	step("publishing the sample vector into an OCI registry at %s", reg.Host)
+	err = pushDeployables(ctx, reg.Host, frontend, database, bundle)
+	if err == nil {
+		err = publish(ctx, ocmtest.RegistryRepository(auth.DefaultClient, reg.Host, "", true), reg.Host)
+	}
+	if err != nil {
+		reg.Close()
+		return nil, err
+	}
+	return reg, nil
+}
+
+// show prints the tree of what the VectorDeployment became and, with keep, waits for Ctrl-C.
+func show(ctx context.Context, c client.Client, vd *konfidencev1.VectorDeployment, kubeconfig string, keep bool) error {
 	step("what the vector became")
-	root, err := tree.Build(ctx, cluster.Client, vd.Namespace, vd.Name)
+	root, err := tree.Build(ctx, c, vd.Namespace, vd.Name)
 	if err != nil {
 		return err
 	}
@@ -87,7 +139,7 @@ func deploy(ctx context.Context, bin string, keep bool, timeout time.Duration) (
 	}
 	if keep {
 		step("running until Ctrl-C; in another shell:")
-		fmt.Printf("   export KUBECONFIG=%s\n   kubectl get vd,ad,helmreleases,kustomizations -A\n", cluster.AdminKubeconfig)
+		fmt.Printf("   export KUBECONFIG=%s\n   kubectl get vd,ad,helmreleases,kustomizations -A\n", kubeconfig)
 		<-ctx.Done()
 	}
 	return nil

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -71,6 +72,26 @@ func (c *Cluster) InstallFlux(ctx context.Context, progress io.Writer) error {
 	}
 	c.Started = append(c.Started, fmt.Sprintf("Flux installed and Available in %s", time.Since(begin).Round(10*time.Millisecond)))
 	return nil
+}
+
+// StartInstalled starts a node and installs on it Flux from its install manifests and the operator from its
+// installer, with images built here, as a user installs them; it stops the node if an install fails.
+func StartInstalled(ctx context.Context, progress io.Writer) (*Cluster, error) {
+	c, err := Start(ctx, progress)
+	if err != nil {
+		return nil, err
+	}
+	ref, err := OperatorImage()
+	if err == nil {
+		err = c.InstallFlux(ctx, progress)
+	}
+	if err == nil {
+		err = c.InstallOperator(ctx, ref)
+	}
+	if err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
+	return c, nil
 }
 
 // OperatorImage is the operator's release image, as `make build-installer` names it by default.

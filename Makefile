@@ -69,7 +69,7 @@ e2e-node: ## End-to-end tests on a real node of this machine (root; kubelet, con
 		go test ./e2e -run '^TestNode' -count=1 -v -timeout 30m
 
 .PHONY: e2e-kind
-e2e-kind: ## End-to-end tests on a new kind cluster with Flux and the operator's image (needs Docker and internet).
+e2e-kind: ## The make e2e suite on a new kind cluster with Flux and the operator's image (needs Docker and internet; the TestNode tests skip there, they need the real node).
 	hack/e2e-kind.sh
 
 .PHONY: fuzz

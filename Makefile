@@ -73,7 +73,7 @@ e2e-node: ## End-to-end tests on a real node of this machine (root; kubelet, con
 		go test ./e2e -run '^TestNode' -count=1 -v -timeout 30m
 
 .PHONY: e2e-kind
-e2e-kind: ## End-to-end tests on a new kind cluster with Flux and the operator's image (needs Docker and internet).
+e2e-kind: ## The make e2e suite on a new kind cluster with Flux and the operator's image (needs Docker and internet; the TestNode tests skip there, they need the real node).
 	hack/e2e-kind.sh
 
 .PHONY: fuzz
@@ -120,8 +120,8 @@ build: ## Build bin/fluxdeployer (with the version and commit `fluxdeployer vers
 	go build -ldflags "$(LDFLAGS)" -o bin/fluxdeployer ./cmd/fluxdeployer
 
 .PHONY: demo
-demo: build ## The main job: deploy a sample vector through fluxdeployer and Flux on an embedded control plane (KEEP=1 keeps it running).
-	go run ./hack/demo -fluxdeployer bin/fluxdeployer $(if $(KEEP),-keep)
+demo: build ## The main job: deploy a sample vector through fluxdeployer and Flux on an embedded control plane (KEEP=1 keeps it running; NODE=1 runs it on a real node as root, Flux and the operator as pods, the workloads' pods started).
+	go run ./hack/demo -fluxdeployer bin/fluxdeployer $(if $(KEEP),-keep) $(if $(NODE),-node)
 
 .PHONY: preview
 preview: build ## Publish the sample vector (CTF and local registry) and show the names fluxdeployer gives it, without a cluster.

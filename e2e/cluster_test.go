@@ -7,7 +7,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -72,22 +71,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// startRealNode starts the node and installs Flux from its install manifests and the operator from its
-// installer, with images built here.
+// startRealNode starts the node with Flux and the operator installed as a user installs them.
 func startRealNode(ctx context.Context) (*node.Cluster, error) {
-	c, err := node.Start(ctx, os.Stderr)
+	c, err := node.StartInstalled(ctx, os.Stderr)
 	if err != nil {
 		return nil, err
-	}
-	ref, err := node.OperatorImage()
-	if err == nil {
-		err = c.InstallFlux(ctx, os.Stderr)
-	}
-	if err == nil {
-		err = c.InstallOperator(ctx, ref)
-	}
-	if err != nil {
-		return nil, errors.Join(err, c.Stop())
 	}
 	fmt.Fprintln(os.Stderr, "node:", strings.Join(c.Started, ", "))
 	return c, nil

@@ -2,7 +2,8 @@
 # make e2e-kind: the end-to-end suite on a kind cluster, with the operator installed as a user would install it.
 # It creates the cluster (kind pinned in hack/tools/kind), installs Flux from its release manifest, builds the
 # image with Docker, loads it into kind, deploys config/default with that image, and runs the suite with
-# E2E_KUBECONFIG. It needs a Docker engine and internet access to Flux's releases, so it cannot run on the
+# E2E_KUBECONFIG: the suite of make e2e, whose TestNode tests skip (they need the real node of make e2e-node, its
+# helpers and the images imported into its containerd). It needs a Docker engine and internet access to Flux's releases, so it cannot run on the
 # machines this project is built on; CI runs the same suite on the embedded control plane instead.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

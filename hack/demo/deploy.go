@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
+	"github.com/fluxdeployer/fluxdeployer/internal/node"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/tree"
@@ -53,20 +55,13 @@ func deploy(ctx context.Context, bin string, keep bool, timeout time.Duration) (
 	}
 	// The registry listens where the sample says, so the sample is applied as shipped, by the demo now and by
 	// hand with KEEP=1: the operator and Flux's controllers run on this machine and reach its loopback.
-	reg, err := ocmtest.ListenRegistry(vector.Host())
+	reg, err := publishSample(ctx, vector.Host(), ", as config/samples names it",
+		ocmtest.WebChart("frontend", frontendVersion), ocmtest.WebChart("database", databaseVersion), ocmtest.ConfigBundle)
 	if err != nil {
 		return fmt.Errorf("serving the registry config/samples names (%s): %w", vector.Host(), err)
 	}
 	defer reg.Close()
-	step("publishing the sample vector into an OCI registry at %s, as config/samples names it", reg.Host)
-	if err := pushDeployables(ctx, reg.Host); err != nil {
-		return err
-	}
-	if err := publish(ctx, ocmtest.RegistryRepository(auth.DefaultClient, reg.Host, "", true), reg.Host); err != nil {
-		return err
-	}
-
-	vd, err := applySamples(ctx, cluster.Client, samples)
+	vd, err := applySamples(ctx, cluster.Client, samples, "")
 	if err != nil {
 		return err
 	}
@@ -88,8 +83,72 @@ func deploy(ctx context.Context, bin string, keep bool, timeout time.Duration) (
 	if err := waitReady(ctx, cluster.Client, vd, timeout, operator.Exited()); err != nil {
 		return err
 	}
+	return show(ctx, cluster.Client, vd, cluster.AdminKubeconfig, keep)
+}
+
+// deployOnNode runs the demo on a real node, Flux and the operator installed as pods as a user installs them, and
+// the sample vector's charts and bundle made of Deployments of the workload image whose pods really start.
+func deployOnNode(ctx context.Context, keep bool, timeout time.Duration) (err error) {
+	step("starting a real node (containerd, kubelet, kube-scheduler, kube-proxy) and installing Flux and fluxdeployer as pods")
+	fmt.Println("   (needs root; built into ~/.cache/fluxdeployer on the first run, then reused)")
+	c, err := node.StartInstalled(ctx, os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, c.Stop()) }()
+	fmt.Printf("   %s\n", strings.Join(c.Started, ", "))
+	defer func() {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, c.Logs("kubelet"))
+		}
+	}()
+	// The registry listens on the host's end of the node's veth, which the pods reach.
+	reg, err := publishSample(ctx, net.JoinHostPort(node.HostIP, "0"), "", ocmtest.WorkloadChart("frontend", frontendVersion, node.WorkloadImage),
+		ocmtest.WorkloadChart("database", databaseVersion, node.WorkloadImage), ocmtest.WorkloadBundle(node.WorkloadImage))
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+	samples, err := controlplane.Kustomize("config/samples")
+	if err != nil {
+		return err
+	}
+	// Pods cannot reach the host's loopback that config/samples names: the sample's vector is pointed at the
+	// registry on the host's end of the node's veth.
+	vd, err := applySamples(ctx, c.Client, samples, reg.Ref("", vectorName, vectorVersion))
+	if err != nil {
+		return err
+	}
+	step("waiting for VectorDeployment %s/%s to be Ready (its workloads' pods Ready: the sample waits for them)", vd.Namespace, vd.Name)
+	if err := waitReady(ctx, c.Client, vd, timeout, nil); err != nil {
+		return fmt.Errorf("%w\npods: %s", err, c.PodStates(ctx, vd.Namespace, nil))
+	}
+	return show(ctx, c.Client, vd, c.AdminKubeconfig, keep)
+}
+
+// publishSample serves an OCI registry on addr holding the sample vector, whose frontend and database charts and
+// config bundle are those given; note ends the progress line.
+func publishSample(ctx context.Context, addr, note string, frontend, database ocmtest.Chart, bundle map[string]string) (*ocmtest.Registry, error) {
+	reg, err := ocmtest.ListenRegistry(addr)
+	if err != nil {
+		return nil, err
+	}
+	step("publishing the sample vector into an OCI registry at %s%s", reg.Host, note)
+	err = pushDeployables(ctx, reg.Host, frontend, database, bundle)
+	if err == nil {
+		err = publish(ctx, ocmtest.RegistryRepository(auth.DefaultClient, reg.Host, "", true), reg.Host)
+	}
+	if err != nil {
+		reg.Close()
+		return nil, err
+	}
+	return reg, nil
+}
+
+// show prints the tree of what the VectorDeployment became and, with keep, waits for Ctrl-C.
+func show(ctx context.Context, c client.Client, vd *konfidencev1.VectorDeployment, kubeconfig string, keep bool) error {
 	step("what the vector became")
-	root, err := tree.Build(ctx, cluster.Client, vd.Namespace, vd.Name)
+	root, err := tree.Build(ctx, c, vd.Namespace, vd.Name)
 	if err != nil {
 		return err
 	}
@@ -98,7 +157,7 @@ func deploy(ctx context.Context, bin string, keep bool, timeout time.Duration) (
 	}
 	if keep {
 		step("running until Ctrl-C; in another shell:")
-		fmt.Printf("   export KUBECONFIG=%s\n   kubectl get vd,ad,helmreleases,kustomizations -A\n", cluster.AdminKubeconfig)
+		fmt.Printf("   export KUBECONFIG=%s\n   kubectl get vd,ad,helmreleases,kustomizations -A\n", kubeconfig)
 		fmt.Printf("   kubectl apply -k config/samples    # the sample again, in namespace default\n")
 		<-ctx.Done()
 	}
@@ -126,9 +185,9 @@ func sampleVectorRef(samples []*unstructured.Unstructured) (ocm.Ref, error) {
 	return ocm.Ref{}, errors.New("config/samples holds no VectorDeployment")
 }
 
-// applySamples applies config/samples as a user would, unchanged: the Flux deployer's ConfigMap into the
-// operator's namespace and the VectorDeployment into its namespace.
-func applySamples(ctx context.Context, c client.Client, samples []*unstructured.Unstructured) (*konfidencev1.VectorDeployment, error) {
+// applySamples applies config/samples as a user would: the Flux deployer's ConfigMap into the operator's
+// namespace and the VectorDeployment into its namespace, as shipped or, when vector is set, pointed at it.
+func applySamples(ctx context.Context, c client.Client, samples []*unstructured.Unstructured, vector string) (*konfidencev1.VectorDeployment, error) {
 	var vd *konfidencev1.VectorDeployment
 	for _, u := range samples {
 		switch u.GetKind() {
@@ -138,8 +197,15 @@ func applySamples(ctx context.Context, c client.Client, samples []*unstructured.
 			if u.GetNamespace() == "" {
 				u.SetNamespace(sampleNamespace)
 			}
-			vector, _, _ := unstructured.NestedString(u.Object, "spec", "vector")
-			step("applying config/samples: VectorDeployment %s/%s (spec.vector %s)", u.GetNamespace(), u.GetName(), vector)
+			sample, _, _ := unstructured.NestedString(u.Object, "spec", "vector")
+			shown := sample
+			if vector != "" {
+				if err := unstructured.SetNestedField(u.Object, vector, "spec", "vector"); err != nil {
+					return nil, err
+				}
+				shown = sample + " → " + vector
+			}
+			step("applying config/samples: VectorDeployment %s/%s (spec.vector %s)", u.GetNamespace(), u.GetName(), shown)
 			vd = &konfidencev1.VectorDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: u.GetNamespace(), Name: u.GetName()}}
 		}
 		if ns := u.GetNamespace(); ns != "" {
@@ -150,6 +216,9 @@ func applySamples(ctx context.Context, c client.Client, samples []*unstructured.
 		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("demo"), client.ForceOwnership); err != nil {
 			return nil, fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
+	}
+	if vd == nil {
+		return nil, errors.New("config/samples holds no VectorDeployment")
 	}
 	return vd, nil
 }

@@ -5,6 +5,10 @@
 // VectorDeployment is Ready, printing progress and then the tree of what was deployed. It exits 0 once Ready and
 // non-zero with the reason otherwise; -keep leaves everything running until Ctrl-C.
 //
+// With -node (make demo NODE=1) it runs on a real node of this machine instead (internal/node, root): Flux and
+// fluxdeployer installed as pods from their images and manifests, the sample's charts and bundle made of
+// Deployments whose pods really start, and the tree shows each Deployment's pods and their readiness.
+//
 // With -ctf DIR or -serve ADDR it only publishes the sample vector (into a CTF directory, or a registry it
 // serves on ADDR until interrupted), for `make preview`.
 package main
@@ -23,6 +27,7 @@ func main() {
 	ctf := flag.String("ctf", "", "only write the sample vector into this CTF directory")
 	serve := flag.String("serve", "", "only serve an OCI registry holding the sample vector on this loopback address, e.g. 127.0.0.1:5000")
 	bin := flag.String("fluxdeployer", "bin/fluxdeployer", "the fluxdeployer binary to run")
+	onNode := flag.Bool("node", false, "run on a real node (root): Flux and fluxdeployer as pods from their images, the sample's workloads as pods")
 	keep := flag.Bool("keep", false, "keep the cluster running after the VectorDeployment is Ready, until Ctrl-C")
 	timeout := flag.Duration("timeout", 5*time.Minute, "how long to wait for the VectorDeployment to become Ready")
 	flag.Parse()
@@ -33,6 +38,8 @@ func main() {
 	switch {
 	case *ctf != "" || *serve != "":
 		err = preview(ctx, *ctf, *serve)
+	case *onNode:
+		err = deployOnNode(ctx, *keep, *timeout)
 	default:
 		err = deploy(ctx, *bin, *keep, *timeout)
 	}

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -73,6 +74,26 @@ func (c *Cluster) InstallFlux(ctx context.Context, progress io.Writer) error {
 	return nil
 }
 
+// StartInstalled starts a node and installs on it Flux from its install manifests and the operator from its
+// installer, with images built here, as a user installs them; it stops the node if an install fails.
+func StartInstalled(ctx context.Context, progress io.Writer) (*Cluster, error) {
+	c, err := Start(ctx, progress)
+	if err != nil {
+		return nil, err
+	}
+	ref, err := OperatorImage()
+	if err == nil {
+		err = c.InstallFlux(ctx, progress)
+	}
+	if err == nil {
+		err = c.InstallOperator(ctx, ref)
+	}
+	if err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
+	return c, nil
+}
+
 // OperatorImage is the operator's release image, as `make build-installer` names it by default.
 func OperatorImage() (string, error) {
 	version, err := os.ReadFile(filepath.Join(controlplane.RepoRoot(), "VERSION"))
@@ -82,10 +103,15 @@ func OperatorImage() (string, error) {
 	return "ghcr.io/fluxdeployer/fluxdeployer:" + strings.TrimSpace(string(version)), nil
 }
 
-// BuildOperatorImage builds the operator's image ref with hack/image, as `make image` does, and imports it.
-func (c *Cluster) BuildOperatorImage(ctx context.Context, ref string) error {
+// BuildOperatorImage builds the operator's image ref with hack/image, as `make image` does, and imports it; the
+// binary reports version, or the VERSION file's when it is empty.
+func (c *Cluster) BuildOperatorImage(ctx context.Context, ref, version string) error {
 	archive := c.path("images/fluxdeployer.tar")
-	cmd := exec.CommandContext(ctx, "go", "run", "./hack/image", "-img", ref, "-tarball", archive)
+	args := []string{"run", "./hack/image", "-img", ref, "-tarball", archive}
+	if version != "" {
+		args = append(args, "-version", version)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = controlplane.RepoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the operator's image: %w\n%s", err, out)
@@ -112,7 +138,7 @@ func (c *Cluster) Installer(ctx context.Context, ref string) (string, error) {
 // applies dist/install.yaml, and waits until the operator's Deployment is Available.
 func (c *Cluster) InstallOperator(ctx context.Context, ref string) error {
 	begin := time.Now()
-	if err := c.BuildOperatorImage(ctx, ref); err != nil {
+	if err := c.BuildOperatorImage(ctx, ref, ""); err != nil {
 		return err
 	}
 	if err := c.ApplyInstaller(ctx, ref); err != nil {

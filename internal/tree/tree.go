@@ -14,7 +14,10 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -26,9 +29,11 @@ type Node struct {
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
 	// Ready is "True", "False" or "Unknown" for objects with a Ready condition, empty for the rest.
-	Ready    string  `json:"ready,omitempty"`
-	Reason   string  `json:"reason,omitempty"`
-	Message  string  `json:"message,omitempty"`
+	Ready   string `json:"ready,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Replicas is a Deployment's "<ready>/<wanted> ready", whose pods are its children.
+	Replicas string  `json:"replicas,omitempty"`
 	Children []*Node `json:"children,omitempty"`
 }
 
@@ -105,14 +110,20 @@ func fluxObjects(ctx context.Context, c client.Reader, ad *konfidencev1.Artifact
 	for i := range releases.Items {
 		n := node(helmv2.HelmReleaseKind, &releases.Items[i])
 		if inv := releases.Items[i].Status.Inventory; inv != nil {
-			n.Children = workloads(inventoryIDs(inv.Entries, func(e helmv2.ResourceRef) string { return e.ID }))
+			var err error
+			if n.Children, err = withPods(ctx, c, workloads(inventoryIDs(inv.Entries, func(e helmv2.ResourceRef) string { return e.ID }))); err != nil {
+				return nil, err
+			}
 		}
 		nodes = append(nodes, n)
 	}
 	for i := range kustomizations.Items {
 		n := node(kustomizev1.KustomizationKind, &kustomizations.Items[i])
 		if inv := kustomizations.Items[i].Status.Inventory; inv != nil {
-			n.Children = workloads(inventoryIDs(inv.Entries, func(e kustomizev1.ResourceRef) string { return e.ID }))
+			var err error
+			if n.Children, err = withPods(ctx, c, workloads(inventoryIDs(inv.Entries, func(e kustomizev1.ResourceRef) string { return e.ID }))); err != nil {
+				return nil, err
+			}
 		}
 		nodes = append(nodes, n)
 	}
@@ -150,6 +161,49 @@ func workload(id string) *Node {
 	return &Node{Kind: parts[3], Namespace: parts[0], Name: parts[1]}
 }
 
+// withPods adds to each Deployment among the workloads its replicas' readiness and its pods, each Ready as the
+// kubelet reports it: what shows that a workload really runs. A Deployment the client may not read, or no longer
+// finds, is listed as the inventory names it.
+func withPods(ctx context.Context, c client.Reader, nodes []*Node) ([]*Node, error) {
+	for _, n := range nodes {
+		if n.Kind != "Deployment" {
+			continue
+		}
+		d := &appsv1.Deployment{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: n.Namespace, Name: n.Name}, d); apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		wanted := int32(1)
+		if d.Spec.Replicas != nil {
+			wanted = *d.Spec.Replicas
+		}
+		n.Replicas = fmt.Sprintf("%d/%d ready", d.Status.ReadyReplicas, wanted)
+		selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+		if err != nil {
+			return nil, err
+		}
+		pods := &corev1.PodList{}
+		if err := c.List(ctx, pods, client.InNamespace(d.Namespace), client.MatchingLabelsSelector{Selector: selector}); apierrors.IsForbidden(err) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		for _, p := range pods.Items {
+			pod := &Node{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, Ready: string(metav1.ConditionUnknown)}
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodReady {
+					pod.Ready, pod.Reason, pod.Message = string(cond.Status), cond.Reason, cond.Message
+				}
+			}
+			n.Children = append(n.Children, pod)
+		}
+		slices.SortFunc(n.Children, func(a, b *Node) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return nodes, nil
+}
+
 // Print writes the tree with box-drawing branches, one object per line.
 func Print(w io.Writer, root *Node) error {
 	if _, err := fmt.Fprintln(w, root.line()); err != nil {
@@ -176,6 +230,9 @@ func printChildren(w io.Writer, n *Node, indent string) error {
 
 func (n *Node) line() string {
 	s := n.Kind + "/" + n.Name
+	if n.Replicas != "" {
+		s += "  " + n.Replicas
+	}
 	if n.Ready == "" {
 		return s
 	}

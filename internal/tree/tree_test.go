@@ -21,7 +21,13 @@ func TestPrint(t *testing.T) {
 	root := &Node{Kind: "VectorDeployment", Name: "shop", Ready: "False", Reason: "InstallFailed", Message: "1/2 artifacts ready", Children: []*Node{
 		{Kind: "ArtifactDeployment", Name: "a", Ready: "True", Reason: "Succeeded", Message: "not shown when ready", Children: []*Node{
 			{Kind: "HelmRepository", Name: "a"},
-			{Kind: "HelmRelease", Name: "a", Ready: "True", Children: []*Node{{Kind: "Service", Name: "a"}}},
+			{Kind: "HelmRelease", Name: "a", Ready: "True", Children: []*Node{
+				{Kind: "Deployment", Name: "a", Replicas: "1/2 ready", Children: []*Node{
+					{Kind: "Pod", Name: "a-1", Ready: "True"},
+					{Kind: "Pod", Name: "a-2", Ready: "False", Reason: "ContainersNotReady", Message: "containers with unready status: [app]"},
+				}},
+				{Kind: "Service", Name: "a"},
+			}},
 		}},
 		{Kind: "ArtifactDeployment", Name: "b", Ready: "Unknown"},
 	}}
@@ -33,6 +39,9 @@ func TestPrint(t *testing.T) {
 ├── ArtifactDeployment/a  Ready=True Succeeded
 │   ├── HelmRepository/a
 │   └── HelmRelease/a  Ready=True
+│       ├── Deployment/a  1/2 ready
+│       │   ├── Pod/a-1  Ready=True
+│       │   └── Pod/a-2  Ready=False ContainersNotReady: containers with unready status: [app]
 │       └── Service/a
 └── ArtifactDeployment/b  Ready=Unknown
 `

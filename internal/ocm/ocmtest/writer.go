@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/registry"
@@ -352,12 +353,17 @@ func CopyCTF(ctx context.Context, dir string, repo Repository) error {
 
 // copyCTFGraph pushes the CTF blob dgst and, for a manifest or index, first everything it names.
 func copyCTFGraph(ctx context.Context, dir string, t Target, mediaType, dgst string) (ocispec.Descriptor, error) {
-	data, err := os.ReadFile(filepath.Join(dir, spec.CTFBlobsDir, spec.CTFBlobName(dgst)))
+	// Validating first keeps the index from naming files outside blobs/.
+	want, err := digest.Parse(dgst)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	data, err := os.ReadFile(filepath.Join(dir, spec.CTFBlobsDir, spec.CTFBlobName(want.String())))
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
 	desc := content.NewDescriptorFromBytes(mediaType, data)
-	if desc.Digest.String() != dgst {
+	if desc.Digest != want {
 		return ocispec.Descriptor{}, fmt.Errorf("blob %s has digest %s", dgst, desc.Digest)
 	}
 	if mediaType == ocispec.MediaTypeImageManifest || mediaType == ocispec.MediaTypeImageIndex {
@@ -395,7 +401,8 @@ func (c *ctfTarget) Push(_ context.Context, expected ocispec.Descriptor, r io.Re
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(c.dir, spec.CTFBlobsDir, spec.CTFBlobName(expected.Digest.String())), data, 0o600)
+	// The CTF directory is the caller's to choose; ReadAll verified the digest that names the file.
+	return os.WriteFile(filepath.Join(c.dir, spec.CTFBlobsDir, spec.CTFBlobName(expected.Digest.String())), data, 0o600) //nolint:gosec // G703
 }
 
 func (c *ctfTarget) Tag(_ context.Context, desc ocispec.Descriptor, tag string) error {

@@ -283,6 +283,14 @@ func (r *Registry) Push(t testing.TB, subPath string, cvs ...ComponentVersion) {
 	}
 }
 
+// PushCTF copies the component versions of a CTF directory below subPath and fails the test on error.
+func (r *Registry) PushCTF(t testing.TB, subPath, dir string) {
+	t.Helper()
+	if err := CopyCTF(context.Background(), dir, r.Repository(subPath)); err != nil {
+		t.Fatalf("copying CTF %s: %v", dir, err)
+	}
+}
+
 // WriteCTF writes component versions into a CTF directory and fails the test on error.
 func WriteCTF(t testing.TB, dir string, cvs ...ComponentVersion) {
 	t.Helper()

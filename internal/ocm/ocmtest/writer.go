@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/registry"
@@ -314,6 +315,79 @@ func CTFRepository(dir string) Repository {
 	}
 }
 
+// CopyCTF copies every component version of a CTF directory (as the OCM CLI writes one) into repo under the tag
+// the CTF gives it, each blob and manifest before what names it, as `ocm transfer ctf` does: a CLI-made fixture
+// can then be read from a registry.
+func CopyCTF(ctx context.Context, dir string, repo Repository) error {
+	data, err := os.ReadFile(filepath.Join(dir, spec.CTFIndexFile))
+	if err != nil {
+		return err
+	}
+	idx, err := spec.DecodeCTFIndex(data)
+	if err != nil {
+		return err
+	}
+	for _, a := range idx.Artifacts {
+		component, ok := strings.CutPrefix(a.Repository, spec.ComponentDescriptorsPath+"/")
+		if !ok {
+			return fmt.Errorf("CTF %s: repository %s holds no component descriptors", dir, a.Repository)
+		}
+		t, err := repo(component)
+		if err != nil {
+			return err
+		}
+		mediaType := a.MediaType
+		if mediaType == "" { // written by old OCM
+			mediaType = ocispec.MediaTypeImageManifest
+		}
+		desc, err := copyCTFGraph(ctx, dir, t, mediaType, a.Digest)
+		if err != nil {
+			return fmt.Errorf("CTF %s: %s:%s: %w", dir, a.Repository, a.Tag, err)
+		}
+		if err := t.Tag(ctx, desc, a.Tag); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyCTFGraph pushes the CTF blob dgst and, for a manifest or index, first everything it names.
+func copyCTFGraph(ctx context.Context, dir string, t Target, mediaType, dgst string) (ocispec.Descriptor, error) {
+	// Validating first keeps the index from naming files outside blobs/.
+	want, err := digest.Parse(dgst)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	data, err := os.ReadFile(filepath.Join(dir, spec.CTFBlobsDir, spec.CTFBlobName(want.String())))
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	desc := content.NewDescriptorFromBytes(mediaType, data)
+	if desc.Digest != want {
+		return ocispec.Descriptor{}, fmt.Errorf("blob %s has digest %s", dgst, desc.Digest)
+	}
+	if mediaType == ocispec.MediaTypeImageManifest || mediaType == ocispec.MediaTypeImageIndex {
+		var graph struct {
+			Config    *ocispec.Descriptor  `json:"config"`
+			Layers    []ocispec.Descriptor `json:"layers"`
+			Manifests []ocispec.Descriptor `json:"manifests"`
+		}
+		if err := json.Unmarshal(data, &graph); err != nil {
+			return ocispec.Descriptor{}, fmt.Errorf("%s %s: %w", mediaType, dgst, err)
+		}
+		children := append(graph.Layers, graph.Manifests...)
+		if graph.Config != nil {
+			children = append(children, *graph.Config)
+		}
+		for _, c := range children {
+			if _, err := copyCTFGraph(ctx, dir, t, c.MediaType, c.Digest.String()); err != nil {
+				return ocispec.Descriptor{}, err
+			}
+		}
+	}
+	return desc, t.Push(ctx, desc, bytes.NewReader(data))
+}
+
 type ctfTarget struct {
 	dir        string
 	repository string
@@ -327,7 +401,8 @@ func (c *ctfTarget) Push(_ context.Context, expected ocispec.Descriptor, r io.Re
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(c.dir, spec.CTFBlobsDir, spec.CTFBlobName(expected.Digest.String())), data, 0o600)
+	// The CTF directory is the caller's to choose; ReadAll verified the digest that names the file.
+	return os.WriteFile(filepath.Join(c.dir, spec.CTFBlobsDir, spec.CTFBlobName(expected.Digest.String())), data, 0o600) //nolint:gosec // G703
 }
 
 func (c *ctfTarget) Tag(_ context.Context, desc ocispec.Descriptor, tag string) error {

@@ -30,5 +30,6 @@
 // versions (they are immutable), so a steady-state resync costs no registry request. Every error is an *Error
 // whose Reason is fit for a Kubernetes condition; IsPermanent tells a reconciler whether to retry.
 //
-// Reference facts and sources: ../shared/reference/ocm-format.md in the project workspace.
+// The wire format follows OCM's specification (ocm-spec: component descriptor v2, the OCI repository mapping and
+// the CTF layout) and the OCM CLI's reader, which the tests check byte for byte where they can.
 package ocm

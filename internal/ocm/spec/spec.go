@@ -2,7 +2,8 @@
 // document, the media types and annotations of its OCI representation, and the CTF index. The reader (package
 // ocm) and the fixture writer (package ocmtest) both build on these definitions so they cannot drift apart.
 //
-// Facts and sources: ../shared/reference/ocm-format.md (§2 OCI mapping, §3 descriptor, §5 CTF).
+// Sources: OCM's specification (ocm-spec), its OCI repository mapping, the component descriptor v2 schema and the
+// CTF layout.
 package spec
 
 import (

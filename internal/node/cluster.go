@@ -54,6 +54,8 @@ type Cluster struct {
 	createdRunContainerd bool
 	lock                 *os.File
 	stopped              bool
+	// progress receives the start's steps and, on Stop, the node's peak memory.
+	progress io.Writer
 }
 
 // Start builds what is missing (first run only, printing progress), creates the node's network and mount
@@ -62,7 +64,7 @@ type Cluster struct {
 // waits for another to stop. Stop removes everything it made.
 func Start(ctx context.Context, progress io.Writer, images ...Image) (_ *Cluster, err error) {
 	begin := time.Now()
-	c := &Cluster{}
+	c := &Cluster{progress: progress}
 	if c.kubeAssets, err = controlplane.KubeAssets(progress); err != nil {
 		return nil, fmt.Errorf("building kube-apiserver, etcd and kube-controller-manager: %w", err)
 	}
@@ -298,6 +300,9 @@ func (c *Cluster) Stop() error {
 		return nil
 	}
 	c.stopped = true
+	if c.progress != nil && c.daemon(kubelet) != nil {
+		fmt.Fprintln(c.progress, "node: "+peakMemory())
+	}
 	for _, name := range []string{kubelet, kubeProxy, "kube-scheduler", "kube-controller-manager"} {
 		if d := c.daemon(name); d != nil {
 			d.stop(10 * time.Second)

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +84,15 @@ func TestNodeRunsPodsAndLeavesNothing(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The node's memory figure names its programs and the pods that ran.
+	peak := peakMemory()
+	for _, part := range []string{"kube-apiserver ", "etcd ", "kubelet ", "containerd ", "pods "} {
+		if !strings.Contains(peak, part) {
+			t.Errorf("the node's memory report lacks %q: %s", part, peak)
+		}
+	}
+	t.Log(peak)
 
 	dir := c.Dir
 	begin := time.Now()

@@ -63,7 +63,7 @@ test: lint vet verify-generated ## Lint, unit, envtest, end-to-end and short fuz
 	$(MAKE) fuzz
 
 .PHONY: e2e
-e2e: ## End-to-end tests: on the embedded control plane, or on an existing cluster with E2E_KUBECONFIG (Flux and make deploy installed; E2E_REGISTRY_HOST: this machine's address as the cluster's pods reach it).
+e2e: ## End-to-end tests: on the embedded control plane, or on an existing cluster with E2E_KUBECONFIG (Flux and the operator installed; E2E_REGISTRY_HOST: this machine's address as the cluster's pods reach it; E2E_KIND_CLUSTER: its name when it is kind, to run the TestNode tests there too).
 	go test ./e2e -count=1 -v -timeout 30m
 
 .PHONY: e2e-node
@@ -73,7 +73,7 @@ e2e-node: ## End-to-end tests on a real node of this machine (root; kubelet, con
 		go test ./e2e -run '^TestNode' -count=1 -v -timeout 30m
 
 .PHONY: e2e-kind
-e2e-kind: ## The make e2e suite on a new kind cluster with Flux and the operator's image (needs Docker and internet; the TestNode tests skip there, they need the real node).
+e2e-kind: ## The make e2e suite and the TestNode tests of make e2e-node on a new kind cluster, Flux and the operator installed from dist/install.yaml (needs Docker and internet; not run in this project's CI).
 	hack/e2e-kind.sh
 
 .PHONY: fuzz

@@ -31,24 +31,55 @@ import (
 var (
 	cluster *controlplane.Cluster
 	env     *testenv.Env
-	// realNode is the single-node cluster of internal/node when E2E_NODE is set: Flux and the operator run there as
-	// pods, installed from their manifests, and the workloads' pods really start.
-	realNode *node.Cluster
+	// realCluster is the cluster whose pods start, where the TestNode tests run; nil on the embedded control plane
+	// and on an existing cluster that is not kind.
+	realCluster podCluster
 )
 
+// podCluster is a cluster where pods start, with Flux and the operator installed as a user installs them: the
+// real node of internal/node on this machine (E2E_NODE=1, make e2e-node), which starts and installs them itself,
+// or an existing kind cluster (E2E_KUBECONFIG with E2E_KIND_CLUSTER naming it, make e2e-kind). The TestNode tests
+// reach what is specific to either only through it.
+type podCluster interface {
+	// PodStates describes the pods of the namespace matching labels (all when nil), for failure messages.
+	PodStates(ctx context.Context, namespace string, labels map[string]string) string
+	// RunClient fetches url once from a pod of the workload image and returns what it printed: a Service is
+	// reached through the cluster's kube-proxy, from inside the cluster's network.
+	RunClient(t testing.TB, namespace, url string) string
+	// WaitAvailable waits until the Deployment's pods of its current template are all updated and ready.
+	WaitAvailable(ctx context.Context, timeout time.Duration, namespace, name string) error
+	// BuildOperatorImage builds the operator's image ref (reporting version) with hack/image and makes it
+	// available to the cluster's kubelets without a pull.
+	BuildOperatorImage(ctx context.Context, ref, version string) error
+	// RegistryAddrs are where a test's registry listens and the host the cluster's pods name it by.
+	RegistryAddrs() (listen, host string)
+	// Stop removes what was made for the tests: the whole node, or the images built for kind.
+	Stop() error
+}
+
 // The suite runs on the embedded cluster of internal/controlplane, or, with E2E_KUBECONFIG, on an existing
-// cluster where Flux and the operator are installed (make deploy); then the in-process registry must be reachable
-// from the cluster's pods: it listens on all interfaces and is named by E2E_REGISTRY_HOST (e.g. the kind
-// network's gateway address).
+// cluster where Flux and the operator are installed (dist/install.yaml); then the in-process registry must be
+// reachable from the cluster's pods: it listens on all interfaces and is named by E2E_REGISTRY_HOST (e.g. the
+// kind network's gateway address). When E2E_KIND_CLUSTER names the existing cluster as a kind cluster, the
+// TestNode tests run there too, as they do on the real node of E2E_NODE.
 func TestMain(m *testing.M) {
+	ctx := context.Background()
 	var err error
 	if path := os.Getenv("E2E_KUBECONFIG"); path != "" {
 		env, err = controlplane.Connect(path)
+		if name := os.Getenv("E2E_KIND_CLUSTER"); err == nil && name != "" {
+			var kind *node.Kind
+			if kind, err = node.ConnectKind(ctx, name, os.Getenv("E2E_REGISTRY_HOST"), node.API{Config: env.Config, Client: env.Client}); err == nil {
+				realCluster = kind
+			}
+		}
 	} else if os.Getenv("E2E_NODE") != "" {
-		if realNode, err = startRealNode(context.Background()); err == nil {
+		var realNode *node.Cluster
+		if realNode, err = startRealNode(ctx); err == nil {
+			realCluster = realNode
 			env, err = controlplane.Connect(realNode.AdminKubeconfig)
 		}
-	} else if cluster, err = controlplane.StartCluster(context.Background(), os.Stderr); err == nil {
+	} else if cluster, err = controlplane.StartCluster(ctx, os.Stderr); err == nil {
 		env = cluster.APIServer
 	}
 	if err != nil {
@@ -56,9 +87,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
-	if realNode != nil {
-		if err := realNode.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the node:", err)
+	if realCluster != nil {
+		if err := realCluster.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the cluster of pods:", err)
 			code = 1
 		}
 	}
@@ -84,20 +115,11 @@ func startRealNode(ctx context.Context) (*node.Cluster, error) {
 // newRegistry starts the in-process registry the test publishes to, reachable by the cluster.
 func newRegistry(t *testing.T) *ocmtest.Registry {
 	t.Helper()
-	if realNode != nil {
-		// The host's end of the node's veth, which the pods reach.
-		reg, err := ocmtest.ListenRegistry(net.JoinHostPort(node.HostIP, "0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(reg.Close)
-		return reg
-	}
-	host := os.Getenv("E2E_REGISTRY_HOST")
-	if host == "" {
+	listen, host := registryAddrs()
+	if listen == "" {
 		return ocmtest.NewRegistry(t)
 	}
-	reg, err := ocmtest.ListenRegistry("0.0.0.0:0")
+	reg, err := ocmtest.ListenRegistry(net.JoinHostPort(listen, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +130,19 @@ func newRegistry(t *testing.T) *ocmtest.Registry {
 	}
 	reg.Host = net.JoinHostPort(host, port)
 	return reg
+}
+
+// registryAddrs are where a test's registry listens and the host the cluster's pods name it by: the cluster of
+// pods says; on another existing cluster all interfaces and E2E_REGISTRY_HOST; none on the embedded control
+// plane, whose controllers run on this machine and reach the registry's loopback address.
+func registryAddrs() (listen, host string) {
+	if realCluster != nil {
+		return realCluster.RegistryAddrs()
+	}
+	if host := os.Getenv("E2E_REGISTRY_HOST"); host != "" {
+		return "0.0.0.0", host
+	}
+	return "", ""
 }
 
 // operatorNamespace is where the operator and its ConfigMap live.

@@ -58,7 +58,7 @@ func TestNodeOperatorAsADeployment(t *testing.T) {
 		if err := env.Client.Patch(ctx, restore, patch); err != nil {
 			t.Fatal(err)
 		}
-		if err := realNode.WaitAvailable(ctx, 2*time.Minute, ns, key.Name); err != nil {
+		if err := realCluster.WaitAvailable(ctx, 2*time.Minute, ns, key.Name); err != nil {
 			t.Error(err)
 		}
 	})
@@ -81,7 +81,7 @@ func TestNodeOperatorAsADeployment(t *testing.T) {
 	// The kubelet removes the pod once its containers have ended; it kills them only when the grace period is over.
 	testenv.Eventually(t, grace, func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(leader), &corev1.Pod{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("pod %s still there (%v): %s", leader.Name, err, realNode.PodStates(ctx, ns, leader.Labels))
+			return fmt.Errorf("pod %s still there (%v): %s", leader.Name, err, realCluster.PodStates(ctx, ns, leader.Labels))
 		}
 		return nil
 	})
@@ -104,7 +104,7 @@ func TestNodeOperatorAsADeployment(t *testing.T) {
 		t.Fatal(err)
 	}
 	begin = time.Now()
-	if err := realNode.BuildOperatorImage(ctx, ref+"-next", "0.0.0-next"); err != nil {
+	if err := realCluster.BuildOperatorImage(ctx, ref+"-next", "0.0.0-next"); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("image %s-next built and imported in %s", ref, time.Since(begin).Round(100*time.Millisecond))
@@ -138,7 +138,7 @@ func updateOperator(t *testing.T, d *appsv1.Deployment, change func(*appsv1.Depl
 	if err := env.Client.Patch(ctx, d, patch); err != nil {
 		t.Fatal(err)
 	}
-	if err := realNode.WaitAvailable(ctx, 2*time.Minute, d.Namespace, d.Name); err != nil {
+	if err := realCluster.WaitAvailable(ctx, 2*time.Minute, d.Namespace, d.Name); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -23,11 +23,12 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
-// requireNode skips a test that needs pods to start: it runs on the real node only (make e2e-node).
+// requireNode skips a test that needs pods to start: it runs on the real node (make e2e-node) and on kind (make
+// e2e-kind).
 func requireNode(t *testing.T) {
 	t.Helper()
-	if realNode == nil {
-		t.Skip("needs the real node, where pods start: E2E_NODE=1 (make e2e-node)")
+	if realCluster == nil {
+		t.Skip("needs a cluster where pods start: E2E_NODE=1 (make e2e-node) or E2E_KIND_CLUSTER (make e2e-kind)")
 	}
 }
 
@@ -98,7 +99,7 @@ func TestNodeWorkloads(t *testing.T) {
 		for watchCtx.Err() == nil {
 			for i, b := range brokenVDs {
 				labels := workerLabels[i]
-				if p := realNode.PodStates(watchCtx, b.vd.Namespace, labels); slices.ContainsFunc(b.pods, func(s string) bool { return strings.Contains(p, s) }) {
+				if p := realCluster.PodStates(watchCtx, b.vd.Namespace, labels); slices.ContainsFunc(b.pods, func(s string) bool { return strings.Contains(p, s) }) {
 					seen[i].CompareAndSwap(nil, p)
 				}
 			}
@@ -128,7 +129,7 @@ func TestNodeWorkloads(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: shopNS, Name: result.K8sName}, svc); err != nil {
 		t.Fatal(err)
 	}
-	if got := realNode.RunClient(t, shopNS, "http://"+svc.Spec.ClusterIP+"/"); !strings.Contains(got, "hello from") {
+	if got := realCluster.RunClient(t, shopNS, "http://"+svc.Spec.ClusterIP+"/"); !strings.Contains(got, "hello from") {
 		t.Errorf("GET the web Service %s: %q", svc.Spec.ClusterIP, got)
 	}
 
@@ -202,7 +203,7 @@ func TestNodeWorkloads(t *testing.T) {
 			return err
 		}
 		if len(pods.Items) > 0 {
-			return fmt.Errorf("pods left in %s: %s", shopNS, realNode.PodStates(ctx, shopNS, nil))
+			return fmt.Errorf("pods left in %s: %s", shopNS, realCluster.PodStates(ctx, shopNS, nil))
 		}
 		return nil
 	})
@@ -224,7 +225,7 @@ func assertWorkloadsReady(t *testing.T, namespace string, n int) {
 		}
 	}
 	if ready != n {
-		t.Errorf("%d Deployments ready in %s, want %d; pods: %s", ready, namespace, n, realNode.PodStates(ctx, namespace, nil))
+		t.Errorf("%d Deployments ready in %s, want %d; pods: %s", ready, namespace, n, realCluster.PodStates(ctx, namespace, nil))
 	}
 }
 

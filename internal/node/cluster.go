@@ -18,7 +18,6 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -38,9 +37,8 @@ const (
 type Cluster struct {
 	// Dir holds the node's configuration, PKI, state and logs (DIR/logs/NAME.log per program).
 	Dir string
-	// Config and Client are the cluster admin's (system:masters), through the veth at NodeIP.
-	Config *rest.Config
-	Client client.Client
+	// API is the cluster admin's (system:masters), through the veth at NodeIP.
+	API
 	Scheme *kruntime.Scheme
 	// AdminKubeconfig is the path of the admin's kubeconfig, for kubectl and programs run on the host.
 	AdminKubeconfig string
@@ -89,8 +87,8 @@ func Start(ctx context.Context, progress io.Writer, images ...Image) (_ *Cluster
 		}
 	}()
 	images = append([]Image{
-		c.binaryImage(PauseImage, "pause", ""),
-		c.binaryImage(WorkloadImage, "workload", "65532:65532"),
+		binaryImage(c.path("bin"), PauseImage, "pause", ""),
+		workloadImage(c.path("bin")),
 	}, images...)
 	if err := c.start(ctx, begin, images); err != nil {
 		return c, err
@@ -109,7 +107,7 @@ func (c *Cluster) start(ctx context.Context, begin time.Time, images []Image) er
 	if err := writeConfigs(c.Dir); err != nil {
 		return err
 	}
-	if err := c.buildImageBinaries(); err != nil {
+	if err := buildImageBinaries(c.path("bin"), "pause", "workload"); err != nil {
 		return err
 	}
 	step("pause and workload programs built")
@@ -349,10 +347,10 @@ func lockMachine() (*os.File, error) {
 	return f, nil
 }
 
-// buildImageBinaries compiles the pause and workload programs, static, into DIR/bin.
-func (c *Cluster) buildImageBinaries() error {
-	for _, name := range []string{"pause", "workload"} {
-		cmd := exec.Command("go", "build", "-trimpath", "-o", c.path("bin/"+name), "./internal/node/images/"+name)
+// buildImageBinaries compiles the named programs of internal/node/images (pause, workload), static, into dir.
+func buildImageBinaries(dir string, names ...string) error {
+	for _, name := range names {
+		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, name), "./internal/node/images/"+name)
 		cmd.Dir = controlplane.RepoRoot()
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -362,15 +360,27 @@ func (c *Cluster) buildImageBinaries() error {
 	return nil
 }
 
-func (c *Cluster) binaryImage(ref, name, user string) Image {
-	return Image{Ref: ref, Files: map[string]string{"/" + name: c.path("bin/" + name)}, Entrypoint: []string{"/" + name}, User: user}
+// binaryImage is the image ref of the program name that buildImageBinaries compiled into dir.
+func binaryImage(dir, ref, name, user string) Image {
+	return Image{Ref: ref, Files: map[string]string{"/" + name: filepath.Join(dir, name)}, Entrypoint: []string{"/" + name}, User: user}
+}
+
+// workloadImage is the workload image (WorkloadImage) of the workload program compiled into dir; it runs as
+// 65532, as the operator does.
+func workloadImage(dir string) Image {
+	return binaryImage(dir, WorkloadImage, "workload", "65532:65532")
 }
 
 // ImportImage writes the image to an archive and imports it into containerd's k8s.io namespace, where the
 // kubelet finds it: pods name it with imagePullPolicy IfNotPresent (or Never) and nothing is pulled.
 func (c *Cluster) ImportImage(ctx context.Context, im Image) error {
-	archive := c.path("images/" + strings.NewReplacer("/", "_", ":", "_").Replace(im.Ref) + ".tar")
-	if err := os.MkdirAll(filepath.Dir(archive), 0o750); err != nil {
+	return loadImage(ctx, c.path("images"), im, c.ImportArchive)
+}
+
+// loadImage writes the image as an archive into dir, hands it to load and removes it.
+func loadImage(ctx context.Context, dir string, im Image, load func(context.Context, string) error) error {
+	archive := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(im.Ref)+".tar")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
 	}
 	f, err := os.Create(archive)
@@ -381,7 +391,7 @@ func (c *Cluster) ImportImage(ctx context.Context, im Image) error {
 		return fmt.Errorf("writing image %s: %w", im.Ref, err)
 	}
 	defer func() { _ = os.Remove(archive) }()
-	return c.ImportArchive(ctx, archive)
+	return load(ctx, archive)
 }
 
 // ImportArchive imports an image archive (OCI or docker save format) into containerd.

@@ -9,6 +9,9 @@
 // the kubelet hard-code off the host. Images are built here (Image) and imported, never pulled. There is no
 // cluster DNS: pods' resolv.conf names only their loopback, so in-cluster clients address Services by ClusterIP.
 //
+// The tests of pods run the same on an existing kind cluster (Kind): API holds what they ask of either cluster,
+// and only how images reach the kubelets (kind load image-archive) and the registry's address differ.
+//
 // Start needs root. Stop leaves nothing behind: no process, mount, cgroup, network namespace or interface
 // (Leftovers lists what would be left).
 package node

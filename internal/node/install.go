@@ -12,9 +12,6 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
@@ -106,7 +103,13 @@ func OperatorImage() (string, error) {
 // BuildOperatorImage builds the operator's image ref with hack/image, as `make image` does, and imports it; the
 // binary reports version, or the VERSION file's when it is empty.
 func (c *Cluster) BuildOperatorImage(ctx context.Context, ref, version string) error {
-	archive := c.path("images/fluxdeployer.tar")
+	return buildOperatorImage(ctx, c.path("images/fluxdeployer.tar"), ref, version, c.ImportArchive)
+}
+
+// buildOperatorImage writes the operator's image ref, built by hack/image as `make image` builds it, to the
+// archive (docker save format), hands it to load and removes it; the binary reports version, or the VERSION
+// file's when it is empty.
+func buildOperatorImage(ctx context.Context, archive, ref, version string, load func(context.Context, string) error) error {
 	args := []string{"run", "./hack/image", "-img", ref, "-tarball", archive}
 	if version != "" {
 		args = append(args, "-version", version)
@@ -117,7 +120,7 @@ func (c *Cluster) BuildOperatorImage(ctx context.Context, ref, version string) e
 		return fmt.Errorf("building the operator's image: %w\n%s", err, out)
 	}
 	defer func() { _ = os.Remove(archive) }()
-	return c.ImportArchive(ctx, archive)
+	return load(ctx, archive)
 }
 
 // Installer renders what `make build-installer IMG=ref` writes to dist/install.yaml (the same script), into the
@@ -171,43 +174,7 @@ func (c *Cluster) ApplyInstaller(ctx context.Context, ref string) error {
 // WaitAvailable waits until the Deployment's pods of its current template are all updated and ready; the error
 // tells the state of its pods and the kubelet's last lines.
 func (c *Cluster) WaitAvailable(ctx context.Context, timeout time.Duration, namespace, name string) error {
-	d := &appsv1.Deployment{}
 	return c.waitFor(ctx, timeout, fmt.Sprintf("Deployment %s/%s Available", namespace, name), func() error {
-		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, d); err != nil {
-			return err
-		}
-		want := int32(1)
-		if d.Spec.Replicas != nil {
-			want = *d.Spec.Replicas
-		}
-		s := d.Status
-		if s.ObservedGeneration == d.Generation && s.UpdatedReplicas == want && s.ReadyReplicas == want && s.Replicas == want {
-			return nil
-		}
-		return fmt.Errorf("%d/%d updated, %d ready, %d in all; pods: %s", s.UpdatedReplicas, want, s.ReadyReplicas, s.Replicas,
-			c.PodStates(ctx, namespace, d.Spec.Selector.MatchLabels))
+		return c.deploymentAvailable(ctx, namespace, name)
 	}, kubelet)
-}
-
-// PodStates describes the pods matching labels: phase, readiness and each container's state, restarts included.
-func (c *Cluster) PodStates(ctx context.Context, namespace string, labels map[string]string) string {
-	pods := &corev1.PodList{}
-	if err := c.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels(labels)); err != nil {
-		return err.Error()
-	}
-	var b strings.Builder
-	for _, p := range pods.Items {
-		fmt.Fprintf(&b, "[%s %s", p.Name, p.Status.Phase)
-		for _, s := range p.Status.ContainerStatuses {
-			fmt.Fprintf(&b, " %s ready=%t restarts=%d", s.Name, s.Ready, s.RestartCount)
-			switch {
-			case s.State.Waiting != nil:
-				fmt.Fprintf(&b, " waiting %s: %s", s.State.Waiting.Reason, s.State.Waiting.Message)
-			case s.State.Terminated != nil:
-				fmt.Fprintf(&b, " terminated %s (exit %d)", s.State.Terminated.Reason, s.State.Terminated.ExitCode)
-			}
-		}
-		b.WriteString("] ")
-	}
-	return b.String()
 }

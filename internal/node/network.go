@@ -103,3 +103,7 @@ func run(program string, args ...string) error {
 	}
 	return nil
 }
+
+// RegistryAddrs are where a test's registry listens and the host the pods name it by: both the host's end of the
+// veth, the one address of this machine the pods reach.
+func (c *Cluster) RegistryAddrs() (listen, host string) { return HostIP, HostIP }

@@ -75,17 +75,17 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string, log io.Writer) error {
+func run(ctx context.Context, args []string, progress io.Writer) error {
 	var o options
-	fs := flag.NewFlagSet("release", flag.ContinueOnError)
-	fs.StringVar(&o.dist, "dist", "dist", "the release directory; "+layoutDir+" in it holds the image index")
-	fs.StringVar(&o.img, "img", "", "the released image with its tag, as hack/image named the index")
-	fs.StringVar(&o.key, "key", os.Getenv("COSIGN_KEY"), "cosign key reference to sign with (default $COSIGN_KEY; empty: an ephemeral key pair)")
-	if err := fs.Parse(args); err != nil {
+	flags := flag.NewFlagSet("release", flag.ContinueOnError)
+	flags.StringVar(&o.dist, "dist", "dist", "the release directory; "+layoutDir+" in it holds the image index")
+	flags.StringVar(&o.img, "img", "", "the released image with its tag, as hack/image named the index")
+	flags.StringVar(&o.key, "key", os.Getenv("COSIGN_KEY"), "cosign key reference to sign with (default $COSIGN_KEY; empty: an ephemeral key pair)")
+	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	if flags.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", flags.Args())
 	}
 	tag, err := name.NewTag(o.img, name.StrictValidation)
 	if err != nil {
@@ -100,7 +100,7 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 		return err
 	}
 	pinned := tag.String() + "@" + desc.Digest.String()
-	_, _ = fmt.Fprintf(log, "releasing %s\n", pinned)
+	_, _ = fmt.Fprintf(progress, "releasing %s\n", pinned)
 
 	// The SBOMs first: syft reads the layout before the signatures image joins it.
 	sboms, err := writeSBOMs(ctx, root, o.dist, tag.Context(), index)
@@ -125,7 +125,7 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 		return err
 	}
 	for _, a := range slices.Concat([]string{installFile, archiveFile, publicKeyFile}, sboms, []string{layoutDir + "/", checksumsFile}) {
-		_, _ = fmt.Fprintf(log, "  %s\n", filepath.Join(o.dist, a))
+		_, _ = fmt.Fprintf(progress, "  %s\n", filepath.Join(o.dist, a))
 	}
 	return nil
 }
@@ -138,17 +138,23 @@ func moduleRoot(ctx context.Context) (string, error) {
 	return filepath.Dir(gomod), nil
 }
 
-// releasedIndex is the image index the layout names by the tag.
-func releasedIndex(dir string, tag name.Tag) (v1.ImageIndex, v1.Descriptor, error) {
+// layoutEntries opens an OCI image layout and reads its index.json.
+func layoutEntries(dir string) (layout.Path, v1.ImageIndex, *v1.IndexManifest, error) {
 	p, err := layout.FromPath(dir)
 	if err != nil {
-		return nil, v1.Descriptor{}, err
+		return "", nil, nil, err
 	}
 	top, err := p.ImageIndex()
 	if err != nil {
-		return nil, v1.Descriptor{}, err
+		return "", nil, nil, err
 	}
 	m, err := top.IndexManifest()
+	return p, top, m, err
+}
+
+// releasedIndex is the image index the layout names by the tag.
+func releasedIndex(dir string, tag name.Tag) (v1.ImageIndex, v1.Descriptor, error) {
+	_, top, m, err := layoutEntries(dir)
 	if err != nil {
 		return nil, v1.Descriptor{}, err
 	}
@@ -161,13 +167,14 @@ func releasedIndex(dir string, tag name.Tag) (v1.ImageIndex, v1.Descriptor, erro
 	return nil, v1.Descriptor{}, fmt.Errorf("%s has no image index tagged %s", dir, tag.TagStr())
 }
 
-// tool is the path of a tool pinned in hack/tools/<name>; go tool builds it on first use and caches it.
-func tool(ctx context.Context, root, name string) (string, error) {
-	return output(ctx, root, nil, "go", "tool", "-n", "-modfile=hack/tools/"+name+"/go.mod", name)
+// tool is the path of a tool pinned in hack/tools/<command>; go tool builds it on first use and caches it.
+func tool(ctx context.Context, root, command string) (string, error) {
+	return output(ctx, root, nil, "go", "tool", "-n", "-modfile=hack/tools/"+command+"/go.mod", command)
 }
 
 func output(ctx context.Context, dir string, env []string, program string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, program, args...)
+	// The programs are go, the tools pinned in hack/tools (their paths from go tool -n) and a script of hack/.
+	cmd := exec.CommandContext(ctx, program, args...) //nolint:gosec // G702: see above
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer
@@ -245,7 +252,8 @@ func sign(ctx context.Context, root string, o options, tag name.Tag, index v1.Im
 	if _, err := output(ctx, "", env, cosign, "public-key", "--key", key, "--outfile", pub); err != nil {
 		return err
 	}
-	if err := os.Chmod(pub, 0o644); err != nil { // cosign writes it for its owner only; it is published
+	// cosign writes the key for its owner only; this one is published.
+	if err := os.Chmod(pub, 0o644); err != nil { //nolint:gosec // G302: see above
 		return err
 	}
 
@@ -293,13 +301,15 @@ func writeInstaller(ctx context.Context, root, out, ref string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(out, []byte(manifest+"\n"), 0o644)
+	return writePublished(out, []byte(manifest+"\n"))
 }
 
-// filesUnder lists the regular files under dir (relative to base), sorted.
+// filesUnder lists the regular files under dir (relative to base), sorted. The directories are the release's,
+// which -dist chose.
 func filesUnder(base, dir string) ([]string, error) {
 	var files []string
-	err := filepath.WalkDir(filepath.Join(base, dir), func(path string, d fs.DirEntry, err error) error {
+	root := filepath.Join(base, dir)
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error { //nolint:gosec // G703: see above
 		if err != nil || !d.Type().IsRegular() {
 			return err
 		}
@@ -336,7 +346,7 @@ func writeArchive(dir, out string) error {
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	return os.WriteFile(out, buf.Bytes(), 0o644)
+	return writePublished(out, buf.Bytes())
 }
 
 // writeChecksums writes "<sha256>  <file>" for each file, relative to dist, as sha256sum does.
@@ -349,11 +359,17 @@ func writeChecksums(dist string, files []string) error {
 		}
 		fmt.Fprintf(&b, "%s  %s\n", sum, f)
 	}
-	return os.WriteFile(filepath.Join(dist, checksumsFile), []byte(b.String()), 0o644)
+	return writePublished(filepath.Join(dist, checksumsFile), []byte(b.String()))
 }
 
+// writePublished writes a file of the release, which is published: readable by all.
+func writePublished(path string, body []byte) error {
+	return os.WriteFile(path, body, 0o644) //nolint:gosec // G306: see above
+}
+
+// sha256File is the hex SHA-256 of a file of the release (-dist chose its directory).
 func sha256File(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := os.Open(path) //nolint:gosec // G703: see above
 	if err != nil {
 		return "", err
 	}

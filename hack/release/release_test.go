@@ -444,15 +444,7 @@ func checkVerified(t *testing.T, out string, tag name.Tag, digest v1.Hash) {
 // manifest and index entry that name it.
 func replaceSignaturePayload(t *testing.T, dir string, change func([]byte) []byte) {
 	t.Helper()
-	p, err := layout.FromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, err := p.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := top.IndexManifest()
+	p, _, im, err := layoutEntries(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 )
 
-// The image config/manager names, tagged with the VERSION file's release version.
+// The image config/manager names, tagged with the release tag (v and the VERSION file's version).
 const releaseImageName = "ghcr.io/fluxdeployer/fluxdeployer"
 
 // TestConfigDefaultIsAcceptedByTheAPIServer builds the kustomize base an installation uses, config/default, with

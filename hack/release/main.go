@@ -321,9 +321,8 @@ func filesUnder(base, dir string) ([]string, error) {
 	return files, err
 }
 
-// writeArchive writes the layout directory as a tar with the layout at its root (an OCI archive, what
-// `skopeo copy oci-archive:` and `ctr images import` read). Entries are sorted and carry no times or owners, so
-// the same layout gives the same archive.
+// writeArchive writes the layout directory as a tar with the layout at its root (an OCI archive). Entries are
+// sorted and carry no times or owners, so the same layout gives the same archive.
 func writeArchive(dir, out string) error {
 	files, err := filesUnder(dir, ".")
 	if err != nil {

@@ -13,8 +13,12 @@ FUZZTIME ?= 150000x
 VERSION := $(shell cat VERSION)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 CREATED ?= $(shell TZ=UTC git show -s --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd HEAD 2>/dev/null)
-# The image the manager runs; config/manager's tag is the release version.
-IMG ?= ghcr.io/fluxdeployer/fluxdeployer:$(VERSION)
+# The release's tag, of its git commit and its image: the version with a v, as Flux tags its releases.
+RELEASE_TAG := v$(VERSION)
+# The image the manager runs; config/manager's tag is the release tag.
+IMG ?= ghcr.io/fluxdeployer/fluxdeployer:$(RELEASE_TAG)
+# Where make release writes the release.
+DIST ?= dist
 VERSION_PKG := github.com/fluxdeployer/fluxdeployer/internal/version
 LDFLAGS := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT)
 
@@ -59,6 +63,7 @@ test: lint vet verify-generated ## Lint, unit, envtest, end-to-end and short fuz
 	@# kustomize- and helm-controller, all built from source into a cache outside the clone on first use.
 	assets=$$(hack/test-assets.sh) && flux=$$(hack/flux-assets.sh) && \
 		KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux go test ./... -count=1 -timeout 30m
+	$(MAKE) test-release
 	$(MAKE) e2e-node
 	$(MAKE) fuzz
 
@@ -171,3 +176,17 @@ build-installer: ## Write dist/install.yaml: CRDs, RBAC, Deployment and Service 
 	@mkdir -p dist
 	hack/kustomize-with-image.sh "$(IMG)" >dist/install.yaml.tmp && mv dist/install.yaml.tmp dist/install.yaml
 	@echo "wrote dist/install.yaml (image $(IMG))"
+
+# The release (docs/release.md).
+
+.PHONY: release
+release: ## Write the release of IMG into DIST (dist/): install.yaml, the linux/amd64 and linux/arm64 image index as an OCI layout and tarball, SBOMs, a cosign signature (COSIGN_KEY, or an ephemeral key) and checksums.
+	rm -rf "$(DIST)/image-index"
+	go run ./hack/image -img "$(IMG)" -arch amd64,arm64 -version "$(VERSION)" -commit "$(COMMIT)" -created "$(CREATED)" \
+		-layout "$(DIST)/image-index"
+	go run ./hack/release -dist "$(DIST)" -img "$(IMG)"
+
+.PHONY: test-release
+test-release: ## make release into a temporary directory, then hack/release's test checks every artifact and the signature.
+	dist=$$(mktemp -d) && trap 'rm -rf "$$dist"' EXIT && $(MAKE) release DIST="$$dist" && \
+		RELEASE_DIST="$$dist" RELEASE_IMG="$(IMG)" go test ./hack/release -run '^TestRelease$$' -count=1 -v

@@ -3,11 +3,14 @@
 // gcr.io/distroless/static:nonroot (the Dockerfile's base): the binary at /fluxdeployer, /etc/passwd and
 // /etc/group with the nonroot user 65532, the build machine's CA certificates, and a config that runs as
 // 65532:65532 with OCI labels. It writes a `docker load`-able tarball and/or an OCI image layout, and can push.
+// Given several architectures (-arch amd64,arm64, as `make release` does) it cross-compiles one image per
+// architecture and writes or pushes an OCI image index of them; a Docker tarball holds one image only.
 //
 // The image is reproducible: file times and the created time are the commit's time, the build is -trimpath
 // with -buildvcs=false, and gzip is deterministic, so the same inputs give the same digest.
 //
-//	go run ./hack/image -img ghcr.io/fluxdeployer/fluxdeployer:0.1.0 -tarball dist/image.tar -layout dist/image-layout [-push]
+//	go run ./hack/image -img ghcr.io/fluxdeployer/fluxdeployer:v0.1.0 -tarball dist/image.tar -layout dist/image-layout [-push]
+//	go run ./hack/image -arch amd64,arm64 -layout dist/image-layout
 package main
 
 import (
@@ -49,7 +52,15 @@ const (
 	hostCACerts  = "/etc/ssl/certs/ca-certificates.crt"
 	labelPrefix  = "org.opencontainers.image."
 	imageLicense = "Apache-2.0"
+	// The release's tags are the VERSION file's version with a v, like Flux's (v0.1.0).
+	tagPrefix = "v"
 )
+
+// built is what the command writes: an image or an index.
+type built interface {
+	remote.Taggable
+	Digest() (v1.Hash, error)
+}
 
 type options struct {
 	src, img, version, commit, created, caCerts, arch string
@@ -68,12 +79,12 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 	var o options
 	fs := flag.NewFlagSet("image", flag.ContinueOnError)
 	fs.StringVar(&o.src, "src", "", "root of the fluxdeployer module (default: the module of the working directory)")
-	fs.StringVar(&o.img, "img", "", "image reference with a tag (default "+defaultRepo+":<version>)")
+	fs.StringVar(&o.img, "img", "", "image reference with a tag (default "+defaultRepo+":"+tagPrefix+"<version>)")
 	fs.StringVar(&o.version, "version", "", "release version (default: the VERSION file)")
 	fs.StringVar(&o.commit, "commit", "", "git commit (default: git rev-parse HEAD)")
 	fs.StringVar(&o.created, "created", "", "creation time, RFC 3339 (default: the commit's time)")
 	fs.StringVar(&o.caCerts, "ca-certs", hostCACerts, "CA bundle copied to "+hostCACerts+" when it exists (empty: none)")
-	fs.StringVar(&o.arch, "arch", runtime.GOARCH, "GOARCH of the linux image")
+	fs.StringVar(&o.arch, "arch", runtime.GOARCH, "GOARCH of the linux image; several, comma-separated, make an image index")
 	fs.StringVar(&o.tarball, "tarball", "", "write a `docker load`-able tarball here")
 	fs.StringVar(&o.layout, "layout", "", "write an OCI image layout into this directory")
 	fs.BoolVar(&o.push, "push", false, "push the image to -img (credentials from the Docker config)")
@@ -85,6 +96,10 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 	}
 	if o.tarball == "" && o.layout == "" && !o.push {
 		return errors.New("nothing to do: give -tarball, -layout or -push")
+	}
+	arches := strings.Split(o.arch, ",")
+	if len(arches) > 1 && o.tarball != "" {
+		return fmt.Errorf("-tarball holds one image (Docker's format has no index), -arch gives %d: use -layout", len(arches))
 	}
 	if err := o.complete(ctx); err != nil {
 		return err
@@ -104,46 +119,84 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	binary := filepath.Join(tmp, "fluxdeployer")
-	if err := buildBinary(ctx, o, binary); err != nil {
-		return err
+	images := make([]v1.Image, len(arches))
+	for i, arch := range arches {
+		if images[i], err = buildImage(ctx, o, arch, filepath.Join(tmp, arch), created, log); err != nil {
+			return err
+		}
 	}
-	img, err := assemble(o, binary, created)
+	// One architecture is one image, as `docker load` and the real node's import take it; several are an index.
+	var result built = images[0]
+	var index v1.ImageIndex
+	if len(images) > 1 {
+		index = indexOf(o, arches, images)
+		result = index
+	}
+	digest, err := result.Digest()
 	if err != nil {
 		return err
 	}
-
-	digest, err := img.Digest()
-	if err != nil {
-		return err
-	}
-	size, err := compressedSize(img)
-	if err != nil {
-		return err
-	}
-	_, _ = fmt.Fprintf(log, "image %s@%s: %s compressed (%d bytes)\n", tag, digest, mib(size), size)
 	if o.tarball != "" {
 		if err := os.MkdirAll(filepath.Dir(o.tarball), 0o750); err != nil {
 			return err
 		}
-		if err := tarball.WriteToFile(o.tarball, tag, img); err != nil {
+		if err := tarball.WriteToFile(o.tarball, tag, images[0]); err != nil {
 			return fmt.Errorf("writing %s: %w", o.tarball, err)
 		}
 		_, _ = fmt.Fprintf(log, "wrote %s (docker load -i %s)\n", o.tarball, o.tarball)
 	}
 	if o.layout != "" {
-		if err := writeLayout(o.layout, tag, img); err != nil {
+		if err := writeLayout(o.layout, tag, images[0], index); err != nil {
 			return fmt.Errorf("writing %s: %w", o.layout, err)
 		}
-		_, _ = fmt.Fprintf(log, "wrote OCI image layout %s\n", o.layout)
+		_, _ = fmt.Fprintf(log, "wrote OCI image layout %s (%s@%s)\n", o.layout, tag, digest)
 	}
 	if o.push {
-		if err := remote.Write(tag, img, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+		if err := remote.Push(tag, result, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
 			return fmt.Errorf("pushing %s: %w", tag, err)
 		}
 		_, _ = fmt.Fprintf(log, "pushed %s@%s\n", tag, digest)
 	}
 	return nil
+}
+
+// buildImage compiles the binary for arch into dir and assembles its image.
+func buildImage(ctx context.Context, o options, arch, dir string, created time.Time, log io.Writer) (v1.Image, error) {
+	if err := os.Mkdir(dir, 0o750); err != nil {
+		return nil, err
+	}
+	binary := filepath.Join(dir, "fluxdeployer")
+	if err := buildBinary(ctx, o, arch, binary); err != nil {
+		return nil, err
+	}
+	img, err := assemble(o, arch, binary, created)
+	if err != nil {
+		return nil, err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return nil, err
+	}
+	size, err := compressedSize(img)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = fmt.Fprintf(log, "image linux/%s %s: %s compressed (%d bytes)\n", arch, digest, mib(size), size)
+	return img, nil
+}
+
+// indexOf is the OCI image index of the images, one per architecture, each descriptor naming its platform so
+// that a container runtime pulls its own; it carries the images' annotations.
+func indexOf(o options, arches []string, images []v1.Image) v1.ImageIndex {
+	adds := make([]mutate.IndexAddendum, len(images))
+	for i, img := range images {
+		adds[i] = mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
+			MediaType: types.OCIManifestSchema1,
+			Platform:  &v1.Platform{OS: "linux", Architecture: arches[i]},
+		}}
+	}
+	index := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...)
+	return mutate.Annotations(index, labels(o)).(v1.ImageIndex)
 }
 
 // complete fills the defaults from the module: its root, the VERSION file, and git.
@@ -182,7 +235,7 @@ func (o *options) complete(ctx context.Context) error {
 		o.created = time.Unix(sec, 0).UTC().Format(time.RFC3339)
 	}
 	if o.img == "" {
-		o.img = defaultRepo + ":" + o.version
+		o.img = defaultRepo + ":" + tagPrefix + o.version
 	}
 	return nil
 }
@@ -206,12 +259,12 @@ func ldflags(version, commit string) string {
 	return fmt.Sprintf("-s -w -X %s.Version=%s -X %s.Commit=%s", versionPkg, version, versionPkg, commit)
 }
 
-// buildBinary compiles a static linux binary of cmd/fluxdeployer.
-func buildBinary(ctx context.Context, o options, out string) error {
+// buildBinary compiles a static linux binary of cmd/fluxdeployer for arch (cross-compiled: no cgo).
+func buildBinary(ctx context.Context, o options, arch, out string) error {
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
 		"-ldflags", ldflags(o.version, o.commit), "-o", out, "./cmd/fluxdeployer")
 	cmd.Dir = o.src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.arch)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go build: %w", err)
@@ -234,7 +287,7 @@ func labels(o options) map[string]string {
 }
 
 // assemble makes the image: one layer on nothing, OCI media types, the config of a distroless nonroot image.
-func assemble(o options, binary string, created time.Time) (v1.Image, error) {
+func assemble(o options, arch, binary string, created time.Time) (v1.Image, error) {
 	layerTar, err := rootfs(binary, o.caCerts, created)
 	if err != nil {
 		return nil, err
@@ -274,7 +327,7 @@ func assemble(o options, binary string, created time.Time) (v1.Image, error) {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", o.arch
+	cf.OS, cf.Architecture = "linux", arch
 	cf.Created = v1.Time{Time: created}
 	cf.Config.User = fmt.Sprintf("%d:%d", nonrootID, nonrootID)
 	cf.Config.Entrypoint = []string{entrypoint}
@@ -352,16 +405,21 @@ func rootfs(binary, caCerts string, created time.Time) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// writeLayout writes an OCI image layout holding just this image, named by its tag.
-func writeLayout(dir string, tag name.Tag, img v1.Image) error {
+// writeLayout writes an OCI image layout holding just this image, or the index when there is one, named by its
+// tag.
+func writeLayout(dir string, tag name.Tag, img v1.Image, index v1.ImageIndex) error {
 	p, err := layout.Write(dir, empty.Index)
 	if err != nil {
 		return err
 	}
-	return p.AppendImage(img, layout.WithAnnotations(map[string]string{
+	named := layout.WithAnnotations(map[string]string{
 		"org.opencontainers.image.ref.name": tag.TagStr(),
 		"io.containerd.image.name":          tag.String(),
-	}))
+	})
+	if index != nil {
+		return p.AppendIndex(index, named)
+	}
+	return p.AppendImage(img, named)
 }
 
 // compressedSize is what a pull transfers: manifest, config and the compressed layers.

@@ -237,4 +237,9 @@ func TestImageNeedsSomethingToDo(t *testing.T) {
 	if err := run(context.Background(), args, io.Discard); err == nil {
 		t.Fatal("an image reference without a tag was accepted")
 	}
+	// An index of several architectures has no Docker tarball; refused before anything is built.
+	args = []string{"-src", "../..", "-arch", "amd64,arm64", "-tarball", filepath.Join(t.TempDir(), "image.tar"), "-commit", "c", "-created", "2026-01-02T03:04:05Z"}
+	if err := run(context.Background(), args, io.Discard); err == nil || !strings.Contains(err.Error(), "-tarball holds one image") {
+		t.Fatalf("a tarball of two architectures: %v", err)
+	}
 }

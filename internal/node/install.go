@@ -91,13 +91,14 @@ func StartInstalled(ctx context.Context, progress io.Writer) (*Cluster, error) {
 	return c, nil
 }
 
-// OperatorImage is the operator's release image, as `make build-installer` names it by default.
+// OperatorImage is the operator's release image, as `make build-installer` names it by default: tagged with the
+// release tag, the VERSION file's version with a v.
 func OperatorImage() (string, error) {
 	version, err := os.ReadFile(filepath.Join(controlplane.RepoRoot(), "VERSION"))
 	if err != nil {
 		return "", err
 	}
-	return "ghcr.io/fluxdeployer/fluxdeployer:" + strings.TrimSpace(string(version)), nil
+	return "ghcr.io/fluxdeployer/fluxdeployer:v" + strings.TrimSpace(string(version)), nil
 }
 
 // BuildOperatorImage builds the operator's image ref with hack/image, as `make image` does, and imports it; the

@@ -22,7 +22,7 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 )
 
-// The image config/manager names, tagged with the VERSION file's release version.
+// The image config/manager names, tagged with the release tag (v and the VERSION file's version).
 const releaseImageName = "ghcr.io/fluxdeployer/fluxdeployer"
 
 // TestConfigDefaultIsAcceptedByTheAPIServer builds the kustomize base an installation uses, config/default, with
@@ -59,13 +59,13 @@ func TestConfigDefaultIsAcceptedByTheAPIServer(t *testing.T) {
 		t.Errorf("Deployment %s/%s: service account %q, args %v", deployment.Namespace, deployment.Name, pod.ServiceAccountName, pod.Containers[0].Args)
 	}
 
-	// The release image, never :latest: the VERSION file's version is the tag (hack/image and the Dockerfile
-	// stamp the same version into the binary and the labels).
+	// The release image, never :latest: the release tag, the VERSION file's version with a v, is the tag
+	// (hack/image and the Dockerfile stamp the version into the binary and the labels).
 	version, err := os.ReadFile(filepath.Join(RepoRoot(), "VERSION"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want, got := releaseImageName+":"+strings.TrimSpace(string(version)), pod.Containers[0].Image; got != want {
+	if want, got := releaseImageName+":v"+strings.TrimSpace(string(version)), pod.Containers[0].Image; got != want {
 		t.Errorf("manager image %q, want %q (the VERSION file's)", got, want)
 	}
 

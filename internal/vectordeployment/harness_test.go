@@ -245,3 +245,13 @@ func expectArtifacts(t testing.TB, vd *konfidencev1.VectorDeployment, want artif
 		}
 	}
 }
+
+// counts are a VectorDeployment's status counts, as the Artifacts printer column shows them.
+type counts struct {
+	Artifacts, Ready int32
+	ReadySummary     string
+}
+
+func countsOf(vd *konfidencev1.VectorDeployment) counts {
+	return counts{vd.Status.Artifacts, vd.Status.Ready, vd.Status.ReadySummary}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,8 +49,8 @@ func TestProgressCounts(t *testing.T) {
 	startManager(t, managerOptions{})
 	vd := createVectorDeployment(t, ns, "shop", pushVector(t, reg, "acme.org/vectors/shop", app, db))
 	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionFalse, meta.ProgressingReason)
-	if vd.Status.Artifacts != 2 || vd.Status.Ready != 0 || vd.Status.ReadySummary != "0/2" {
-		t.Errorf("before any is ready: artifacts %d, ready %d, summary %q", vd.Status.Artifacts, vd.Status.Ready, vd.Status.ReadySummary)
+	if diff := cmp.Diff(counts{2, 0, "0/2"}, countsOf(vd)); diff != "" {
+		t.Errorf("before any is ready (-want +got):\n%s", diff)
 	}
 	markReady(t, listADs(t, ns)[vd.Status.ResultingArtifactDeployments[app.Name].Name])
 	testenv.Eventually(t, 30*time.Second, func() error {
@@ -98,9 +99,12 @@ func TestSuspendedVectorDeploymentIsLeftAlone(t *testing.T) {
 
 	vd = patchVD(t, vd, func(vd *konfidencev1.VectorDeployment) { vd.Spec.Suspend = false })
 	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, meta.SucceededReason)
-	if vd.Status.ObservedGeneration != vd.Generation || vd.Status.LastHandledReconcileAt != "suspended" {
-		t.Errorf("resumed: observedGeneration %d of %d, lastHandledReconcileAt %q", vd.Status.ObservedGeneration, vd.Generation,
-			vd.Status.LastHandledReconcileAt)
+	type handled struct {
+		ObservedGeneration     int64
+		LastHandledReconcileAt string
+	}
+	if diff := cmp.Diff(handled{vd.Generation, "suspended"}, handled{vd.Status.ObservedGeneration, vd.Status.LastHandledReconcileAt}); diff != "" {
+		t.Errorf("resumed (-want +got):\n%s", diff)
 	}
 }
 

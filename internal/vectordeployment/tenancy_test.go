@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -139,8 +140,8 @@ func TestArtifactBeyondCRDLimits(t *testing.T) {
 	}
 	waitForEvent(t, ns, vd.Name, konfidencev1.ArtifactLimitsExceededReason, many.Name)
 	waitForEvent(t, ns, vd.Name, konfidencev1.ArtifactLimitsExceededReason, longName.Name)
-	if vd.Status.Artifacts != 4 || vd.Status.ReadySummary != "0/4" {
-		t.Errorf("counts %d %q, want 4 artifacts, 0 ready", vd.Status.Artifacts, vd.Status.ReadySummary)
+	if diff := cmp.Diff(counts{4, 0, "0/4"}, countsOf(vd)); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
 	}
 	ads := listADs(t, ns)
 	goodName := mustName(t, good.Name, good.Version, "", 0, naming.HashLength)

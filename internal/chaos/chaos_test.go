@@ -65,19 +65,19 @@ func (l landscape) artifactDeployments() int {
 }
 
 // envInt reads a scale knob; the defaults are the issue's: 100 VectorDeployments of 10 artifacts, 20 kills.
-func envInt(b *testing.B, name string, def int) int {
+func envInt(tb testing.TB, name string, def int) int {
 	v := os.Getenv(name)
 	if v == "" {
 		return def
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		b.Fatalf("%s=%q: want a positive number", name, v)
+		tb.Fatalf("%s=%q: want a positive number", name, v)
 	}
 	return n
 }
 
-func publish(b *testing.B, reg *ocmtest.Registry, vds int) landscape {
+func publish(tb testing.TB, reg *ocmtest.Registry, vds int) landscape {
 	vectors := min(10, vds)
 	l := landscape{perVector: max(1, vds/vectors), components: map[string]bool{}}
 	for v := range vectors {
@@ -88,8 +88,8 @@ func publish(b *testing.B, reg *ocmtest.Registry, vds int) landscape {
 			artifacts = append(artifacts, ocmtest.Artifact(name, "1.0.0", helmType, a < reusablePerVector))
 		}
 		vector := fmt.Sprintf("acme.org/vectors/shop%d", v)
-		reg.Push(b, "", artifacts...)
-		reg.Push(b, "", ocmtest.Vector(vector, "1.0.0", artifacts...))
+		reg.Push(tb, "", artifacts...)
+		reg.Push(tb, "", ocmtest.Vector(vector, "1.0.0", artifacts...))
 		l.vectors = append(l.vectors, reg.Ref("", vector, "1.0.0"))
 	}
 	return l
@@ -97,51 +97,90 @@ func publish(b *testing.B, reg *ocmtest.Registry, vds int) landscape {
 
 // BenchmarkChaosAtScale: see the package comment. Run it with `make chaos` (-benchtime=1x: one iteration takes
 // minutes); FLUXDEPLOYER_CHAOS_VDS (default 100, of 10 artifacts each) and FLUXDEPLOYER_CHAOS_KILLS (default 20)
-// scale it. It reports the undisturbed and the disturbed convergence time, the kills, and the failover time of two
-// replicas.
+// scale it. It runs the phases of scenario, logging each by name, and reports the undisturbed and the disturbed
+// convergence time, the kills, and the failover time of two replicas.
 func BenchmarkChaosAtScale(b *testing.B) {
-	vds, minKills := envInt(b, "FLUXDEPLOYER_CHAOS_VDS", 100), envInt(b, "FLUXDEPLOYER_CHAOS_KILLS", 20)
+	var m measurements
+	for b.Loop() {
+		m = scenario(b, func(name string, phase func(testing.TB)) bool {
+			b.Logf("phase %s", name)
+			phase(b)
+			return !b.Failed()
+		})
+	}
+	b.Logf("undisturbed %s (%d exits of its own); with %d kills, an API server restart and a %s registry outage %s (%d exits of its own); "+
+		"failover %s (lease %s), first new work %s after the kill", m.undisturbed.Round(time.Second), m.calmExits, m.kills, outage,
+		m.disturbed.Round(time.Second), m.chaosExits, m.failover.Round(100*time.Millisecond), defaultLease, m.recovery.Round(100*time.Millisecond))
+	b.ReportMetric(m.undisturbed.Seconds(), "undisturbed-s")
+	b.ReportMetric(m.disturbed.Seconds(), "chaos-s")
+	b.ReportMetric(float64(m.kills), "kills")
+	b.ReportMetric(float64(m.calmExits+m.chaosExits), "own-exits")
+	b.ReportMetric(m.failover.Seconds(), "failover-s")
+	b.ReportMetric(m.recovery.Seconds(), "failover-work-s")
+	b.ReportMetric(float64(m.artifacts), "artifacts")
+}
+
+// TestChaosAtScale runs the same phases as subtests, so that `go test -run 'TestChaosAtScale/failover'` names
+// the phase that failed. It takes minutes, so it runs only with FLUXDEPLOYER_CHAOS=1 (make test does not set it).
+func TestChaosAtScale(t *testing.T) {
+	if os.Getenv("FLUXDEPLOYER_CHAOS") == "" {
+		t.Skip("minutes long: set FLUXDEPLOYER_CHAOS=1, or run make chaos")
+	}
+	scenario(t, func(name string, phase func(testing.TB)) bool {
+		return t.Run(name, func(t *testing.T) { phase(t) })
+	})
+}
+
+// measurements are what the phases of the scenario measure.
+type measurements struct {
+	undisturbed, disturbed, failover, recovery time.Duration
+	kills, calmExits, chaosExits, artifacts    int
+}
+
+// scenario sets up the cluster, the operator binary and the landscape under tb, and runs the phases in order,
+// each through run under its name; a phase that fails ends the scenario. A phase reports its failures to the tb
+// it is given.
+func scenario(tb testing.TB, run func(name string, phase func(testing.TB)) bool) measurements {
+	vds, minKills := envInt(tb, "FLUXDEPLOYER_CHAOS_VDS", 100), envInt(tb, "FLUXDEPLOYER_CHAOS_KILLS", 20)
 	ctx := context.Background()
 	cluster, err := controlplane.StartOperatorCluster(ctx, os.Stderr)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { _ = cluster.Stop() })
-	bin, err := controlplane.BuildFluxdeployer(b.TempDir())
+	tb.Cleanup(func() { _ = cluster.Stop() })
+	bin, err := controlplane.BuildFluxdeployer(tb.TempDir())
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	reg := ocmtest.NewRegistry(b)
-	l := publish(b, reg, vds)
-	h := &harness{b: b, cluster: cluster, bin: bin, l: l}
-	b.Logf("landscape: %d VectorDeployments, %d artifact slots, %d ArtifactDeployments", l.vectorDeployments(),
+	reg := ocmtest.NewRegistry(tb)
+	l := publish(tb, reg, vds)
+	h := &harness{tb: tb, cluster: cluster, bin: bin, l: l}
+	tb.Logf("landscape: %d VectorDeployments, %d artifact slots, %d ArtifactDeployments", l.vectorDeployments(),
 		l.vectorDeployments()*artifactsPerVector, l.artifactDeployments())
 
-	var undisturbed, disturbed, failover, recovery time.Duration
-	var kills, calmExits, chaosExits int
-	for b.Loop() {
-		calm := h.newNamespace("calm")
-		undisturbed, calmExits = h.undisturbedRun(calm)
-		chaotic := h.newNamespace("chaos")
-		disturbed, kills, chaosExits = h.chaosRun(chaotic, reg, minKills)
+	m := measurements{artifacts: l.vectorDeployments() * artifactsPerVector}
+	var calm, chaotic string
+	phase := func(name string, f func()) bool {
+		return run(name, func(tb testing.TB) { h.tb = tb; f() })
+	}
+	_ = phase("undisturbed", func() {
+		calm = h.newNamespace("calm")
+		m.undisturbed, m.calmExits = h.undisturbedRun(calm)
+	}) && phase("chaos", func() {
+		chaotic = h.newNamespace("chaos")
+		m.disturbed, m.kills, m.chaosExits = h.chaosRun(chaotic, reg, minKills)
+	}) && phase("same-state", func() {
 		h.compare(h.snapshot(calm), h.snapshot(chaotic))
 		h.expectNoCollisions(chaotic)
-		failover, recovery = h.failover(chaotic)
-	}
-	b.Logf("undisturbed %s (%d exits of its own); with %d kills, an API server restart and a %s registry outage %s (%d exits of its own); "+
-		"failover %s (lease %s), first new work %s after the kill", undisturbed.Round(time.Second), calmExits, kills, outage,
-		disturbed.Round(time.Second), chaosExits, failover.Round(100*time.Millisecond), defaultLease, recovery.Round(100*time.Millisecond))
-	b.ReportMetric(undisturbed.Seconds(), "undisturbed-s")
-	b.ReportMetric(disturbed.Seconds(), "chaos-s")
-	b.ReportMetric(float64(kills), "kills")
-	b.ReportMetric(float64(calmExits+chaosExits), "own-exits")
-	b.ReportMetric(failover.Seconds(), "failover-s")
-	b.ReportMetric(recovery.Seconds(), "failover-work-s")
-	b.ReportMetric(float64(l.vectorDeployments()*artifactsPerVector), "artifacts")
+	}) && phase("failover", func() {
+		m.failover, m.recovery = h.failover(chaotic)
+	})
+	return m
 }
 
 type harness struct {
-	b       *testing.B
+	// tb is the running phase's.
+	tb      testing.TB
 	cluster *controlplane.Cluster
 	bin     string
 	l       landscape
@@ -152,7 +191,7 @@ func (h *harness) client() client.Client { return h.cluster.Client }
 func (h *harness) newNamespace(prefix string) string {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
 	if err := h.client().Create(context.Background(), ns); err != nil {
-		h.b.Fatal(err)
+		h.tb.Fatal(err)
 	}
 	return ns.Name
 }
@@ -162,21 +201,23 @@ func (h *harness) newNamespace(prefix string) string {
 func (h *harness) start(args ...string) *controlplane.Process {
 	p, err := h.cluster.StartFluxdeployer(h.bin, args...)
 	if err != nil {
-		h.b.Fatal(err)
+		h.tb.Fatal(err)
 	}
 	return p
 }
 
 func (h *harness) checkRefused(p *controlplane.Process) {
 	if refused := p.Lines(`is forbidden: User "system:serviceaccount:`); len(refused) > 0 {
-		h.b.Errorf("fluxdeployer was refused by the API server:\n%s", strings.Join(refused, "\n"))
+		h.tb.Errorf("fluxdeployer was refused by the API server:\n%s", strings.Join(refused, "\n"))
 	}
 }
 
 // replica is one operator pod whose container kubelet restarts whenever it exits (restartPolicy Always): after
 // a SIGKILL, and after an exit of its own, such as leadership lost under load, which it counts.
 type replica struct {
-	h    *harness
+	h *harness
+	// tb is the phase's that started it, which it reports to and is stopped with.
+	tb   testing.TB
 	args []string
 	mu   sync.Mutex
 	p    *controlplane.Process
@@ -187,11 +228,11 @@ type replica struct {
 }
 
 func (h *harness) startReplica(args ...string) *replica {
-	r := &replica{h: h, args: args, p: h.start(args...), done: make(chan struct{})}
+	r := &replica{h: h, tb: h.tb, args: args, p: h.start(args...), done: make(chan struct{})}
 	go r.supervise()
-	h.b.Cleanup(func() { // after a failure: what the replica said last, and no restarts after the benchmark
-		if h.b.Failed() {
-			h.b.Logf("last lines of fluxdeployer:\n%s", r.tail())
+	r.tb.Cleanup(func() { // after a failure: what the replica said last, and no restarts after its phase
+		if r.tb.Failed() {
+			r.tb.Logf("last lines of fluxdeployer:\n%s", r.tail())
 		}
 		r.Stop()
 	})
@@ -223,7 +264,7 @@ func (r *replica) supervise() {
 		r.killed = false
 		next, err := r.h.cluster.StartFluxdeployer(r.h.bin, r.args...)
 		if err != nil {
-			r.h.b.Errorf("restarting fluxdeployer: %v", err)
+			r.tb.Errorf("restarting fluxdeployer: %v", err)
 			r.stopped = true
 			r.mu.Unlock()
 			return
@@ -261,7 +302,7 @@ func (r *replica) Stop() int {
 func (h *harness) createVectorDeployments(namespace string) {
 	for v, ref := range h.l.vectors {
 		for i := range h.l.perVector {
-			testenv.CreateVectorDeployment(h.b, h.client(), namespace, fmt.Sprintf("shop%d-%d", v, i), ref)
+			testenv.CreateVectorDeployment(h.tb, h.client(), namespace, fmt.Sprintf("shop%d-%d", v, i), ref)
 		}
 	}
 }
@@ -297,17 +338,17 @@ func (h *harness) chaosRun(namespace string, reg *ocmtest.Registry, minKills int
 		case 2:
 			reg.SetUnavailable(true)
 			time.AfterFunc(outage, func() { reg.SetUnavailable(false) })
-			h.b.Logf("[%5.1fs] registry unavailable for %s", time.Since(start).Seconds(), outage)
+			h.tb.Logf("[%5.1fs] registry unavailable for %s", time.Since(start).Seconds(), outage)
 		case 8:
 			time.Sleep(2 * time.Second)
 			if err := h.cluster.Restart(); err != nil {
-				h.b.Fatal(err)
+				h.tb.Fatal(err)
 			}
-			h.b.Logf("[%5.1fs] API server restarted", time.Since(start).Seconds())
+			h.tb.Logf("[%5.1fs] API server restarted", time.Since(start).Seconds())
 		}
 	}
 	exits := op.Stop()
-	h.b.Logf("[%5.1fs] %d kills done", time.Since(start).Seconds(), kills)
+	h.tb.Logf("[%5.1fs] %d kills done", time.Since(start).Seconds(), kills)
 	// A replica as installed converges what is left, or keeps the state converged: nothing a restart does may
 	// change it.
 	last := h.startReplica()
@@ -316,7 +357,7 @@ func (h *harness) chaosRun(namespace string, reg *ocmtest.Registry, minKills int
 		time.Sleep(100 * time.Millisecond)
 	}
 	convergedAfter := time.Duration(converged.Load())
-	h.b.Logf("[%5.1fs] converged", convergedAfter.Seconds())
+	h.tb.Logf("[%5.1fs] converged", convergedAfter.Seconds())
 	return convergedAfter, kills, exits + last.Stop()
 }
 
@@ -345,15 +386,15 @@ func (h *harness) failover(namespace string) (acquired, working time.Duration) {
 	defer func() { second.Stop(); h.checkRefused(second) }()
 	time.Sleep(5 * time.Second) // the second replica is running and standing by
 	if holder := h.leaseHolder(); holder != leader {
-		h.b.Fatalf("lease moved from %s to %s without a failure", leader, holder)
+		h.tb.Fatalf("lease moved from %s to %s without a failure", leader, holder)
 	}
 	killed := time.Now()
 	first.Kill()
 	h.checkRefused(first)
-	vd := testenv.CreateVectorDeployment(h.b, h.client(), namespace, "after-failover", h.l.vectors[0])
+	vd := testenv.CreateVectorDeployment(h.tb, h.client(), namespace, "after-failover", h.l.vectors[0])
 	h.waitLeaseHolder(leader)
 	acquired = time.Since(killed)
-	testenv.Eventually(h.b, 5*time.Minute, func() error {
+	testenv.Eventually(h.tb, 5*time.Minute, func() error {
 		got := &konfidencev1.VectorDeployment{}
 		if err := h.client().Get(context.Background(), client.ObjectKeyFromObject(vd), got); err != nil {
 			return err
@@ -371,7 +412,7 @@ func (h *harness) failover(namespace string) (acquired, working time.Duration) {
 	// between 30 s and 57 s with the defaults, 41 s expected. 5 s more for a loaded machine's scheduling.
 	stretched := time.Duration(float64(defaultRetry) * (1 + leaderelection.JitterFactor))
 	if limit := defaultLease + 2*stretched + 5*time.Second; acquired > limit {
-		h.b.Errorf("failover took %s, more than the lease duration %s and two polls of the standby (%s each at most)", acquired, defaultLease, stretched)
+		h.tb.Errorf("failover took %s, more than the lease duration %s and two polls of the standby (%s each at most)", acquired, defaultLease, stretched)
 	}
 	return acquired, working
 }
@@ -397,12 +438,12 @@ func (h *harness) waitLeaseHolder(previous string) string {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	h.b.Fatalf("nobody but %q took the lease within 3 minutes", previous)
+	h.tb.Fatalf("nobody but %q took the lease within 3 minutes", previous)
 	return ""
 }
 
 func (h *harness) waitConverged(namespace string, timeout time.Duration) {
-	testenv.Eventually(h.b, timeout, func() error { return h.converged(namespace) })
+	testenv.Eventually(h.tb, timeout, func() error { return h.converged(namespace) })
 }
 
 // fluxKinds are the Flux objects the Flux deployer may write for a Helm artifact.
@@ -494,7 +535,7 @@ func (h *harness) converged(namespace string) error {
 func (h *harness) snapshot(namespace string) map[string]string {
 	s, err := h.read(namespace)
 	if err != nil {
-		h.b.Fatal(err)
+		h.tb.Fatal(err)
 	}
 	out := map[string]string{}
 	used := map[string]bool{}
@@ -506,7 +547,7 @@ func (h *harness) snapshot(namespace string) map[string]string {
 			}
 			want, _, err := naming.ArtifactDeploymentName(component, "1.0.0", uid, 0)
 			if err != nil {
-				h.b.Fatal(err)
+				h.tb.Fatal(err)
 			}
 			used[slot.Name] = true
 			out[vd.Name+"/"+component] = describeSlot(namespace, slot, want, s)
@@ -514,12 +555,12 @@ func (h *harness) snapshot(namespace string) map[string]string {
 	}
 	for name := range s.ads {
 		if !used[name] {
-			h.b.Errorf("%s: ArtifactDeployment %s belongs to no slot (a duplicate)", namespace, name)
+			h.tb.Errorf("%s: ArtifactDeployment %s belongs to no slot (a duplicate)", namespace, name)
 		}
 	}
 	for ad := range s.flux {
 		if s.ads[ad] == nil {
-			h.b.Errorf("%s: Flux objects of ArtifactDeployment %q, which does not exist", namespace, ad)
+			h.tb.Errorf("%s: Flux objects of ArtifactDeployment %q, which does not exist", namespace, ad)
 		}
 	}
 	return out
@@ -553,19 +594,19 @@ func describeSlot(namespace string, slot konfidencev1.ResultingArtifactDeploymen
 // compare fails on every slot that differs between the undisturbed and the disturbed namespace.
 func (h *harness) compare(calm, chaotic map[string]string) {
 	if len(calm) != h.l.vectorDeployments()*artifactsPerVector {
-		h.b.Errorf("the undisturbed run has %d slots, want %d", len(calm), h.l.vectorDeployments()*artifactsPerVector)
+		h.tb.Errorf("the undisturbed run has %d slots, want %d", len(calm), h.l.vectorDeployments()*artifactsPerVector)
 	}
 	for key, want := range calm {
 		if !strings.HasPrefix(want, "named as computed: true; collision count <nil>") {
-			h.b.Errorf("undisturbed %s: %s", key, want)
+			h.tb.Errorf("undisturbed %s: %s", key, want)
 		}
 		if got := chaotic[key]; got != want {
-			h.b.Errorf("%s differs after chaos:\n got: %s\nwant: %s", key, got, want)
+			h.tb.Errorf("%s differs after chaos:\n got: %s\nwant: %s", key, got, want)
 		}
 	}
 	for key := range chaotic {
 		if _, ok := calm[key]; !ok {
-			h.b.Errorf("%s exists only after chaos", key)
+			h.tb.Errorf("%s exists only after chaos", key)
 		}
 	}
 }
@@ -575,11 +616,11 @@ func (h *harness) compare(calm, chaotic map[string]string) {
 func (h *harness) expectNoCollisions(namespace string) {
 	events := &corev1.EventList{}
 	if err := h.client().List(context.Background(), events, client.InNamespace(namespace)); err != nil {
-		h.b.Fatal(err)
+		h.tb.Fatal(err)
 	}
 	for _, e := range events.Items {
 		if e.Reason == konfidencev1.ArtifactDeploymentHashCollisionReason || e.Reason == konfidencev1.HashCollisionLimitExceededReason {
-			h.b.Errorf("collision event on %s: %s", e.InvolvedObject.Name, e.Message)
+			h.tb.Errorf("collision event on %s: %s", e.InvolvedObject.Name, e.Message)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -138,8 +139,9 @@ func TestTwoVectorDeploymentsShareReusableArtifacts(t *testing.T) {
 		}
 	}
 	// Three creations (one shared, two private) and one adoption, counted for Prometheus too.
-	if c, a := testutil.ToFloat64(creations)-creationsBefore, testutil.ToFloat64(adoptions)-adoptionsBefore; c != 3 || a != 1 {
-		t.Errorf("metrics: %v creations and %v adoptions, want 3 and 1", c, a)
+	type made struct{ Creations, Adoptions float64 }
+	if diff := cmp.Diff(made{3, 1}, made{testutil.ToFloat64(creations) - creationsBefore, testutil.ToFloat64(adoptions) - adoptionsBefore}); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
 	}
 	// Whichever VectorDeployment came second adopted what the first created.
 	testenv.Eventually(t, 30*time.Second, func() error {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,8 +49,8 @@ func TestProgressCounts(t *testing.T) {
 	startManager(t, managerOptions{})
 	vd := createVectorDeployment(t, ns, "shop", pushVector(t, reg, "acme.org/vectors/shop", app, db))
 	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionFalse, meta.ProgressingReason)
-	if vd.Status.Artifacts != 2 || vd.Status.Ready != 0 || vd.Status.ReadySummary != "0/2" {
-		t.Errorf("before any is ready: artifacts %d, ready %d, summary %q", vd.Status.Artifacts, vd.Status.Ready, vd.Status.ReadySummary)
+	if diff := cmp.Diff(counts{2, 0, "0/2"}, countsOf(vd)); diff != "" {
+		t.Errorf("before any is ready (-want +got):\n%s", diff)
 	}
 	markReady(t, listADs(t, ns)[vd.Status.ResultingArtifactDeployments[app.Name].Name])
 	testenv.Eventually(t, 30*time.Second, func() error {
@@ -98,9 +99,12 @@ func TestSuspendedVectorDeploymentIsLeftAlone(t *testing.T) {
 
 	vd = patchVD(t, vd, func(vd *konfidencev1.VectorDeployment) { vd.Spec.Suspend = false })
 	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, meta.SucceededReason)
-	if vd.Status.ObservedGeneration != vd.Generation || vd.Status.LastHandledReconcileAt != "suspended" {
-		t.Errorf("resumed: observedGeneration %d of %d, lastHandledReconcileAt %q", vd.Status.ObservedGeneration, vd.Generation,
-			vd.Status.LastHandledReconcileAt)
+	type handled struct {
+		ObservedGeneration     int64
+		LastHandledReconcileAt string
+	}
+	if diff := cmp.Diff(handled{vd.Generation, "suspended"}, handled{vd.Status.ObservedGeneration, vd.Status.LastHandledReconcileAt}); diff != "" {
+		t.Errorf("resumed (-want +got):\n%s", diff)
 	}
 }
 
@@ -155,23 +159,24 @@ func TestRequeueDependencyWhileWaiting(t *testing.T) {
 	ns := newNamespace(t)
 	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
 	var requests testenv.RequestRecorder
-	startManager(t, managerOptions{requests: &requests, requeueDependency: 200 * time.Millisecond})
+	var reconciles reconcileCounter // of this VectorDeployment alone: the manager also retries earlier tests' ones
+	startManager(t, managerOptions{requests: &requests, requeueDependency: 200 * time.Millisecond, reconciles: &reconciles})
 	vd := createVectorDeployment(t, ns, "shop", pushVector(t, reg, "acme.org/vectors/shop", app))
 	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionFalse, meta.ProgressingReason)
 	settle(t, &requests)
 
-	waiting := reconcileCount(t)
+	waiting := reconciles.of(vd)
 	time.Sleep(time.Second)
-	if n := reconcileCount(t) - waiting; n < 3 {
+	if n := reconciles.of(vd) - waiting; n < 3 {
 		t.Errorf("%v reconciles in 1s while waiting, want one every 200ms", n)
 	}
 
 	markReady(t, listADs(t, ns)[vd.Status.ResultingArtifactDeployments[app.Name].Name])
 	waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, meta.SucceededReason)
 	settle(t, &requests)
-	ready := reconcileCount(t)
+	ready := reconciles.of(vd)
 	time.Sleep(time.Second)
-	if n := reconcileCount(t) - ready; n != 0 {
+	if n := reconciles.of(vd) - ready; n != 0 {
 		t.Errorf("%v reconciles in 1s once ready, want none", n)
 	}
 }

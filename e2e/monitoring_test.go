@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	kyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -109,7 +105,14 @@ func checkAlertRouting(t *testing.T, ns, adName string) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	objs := decodeAll(t, filepath.Join(monitoring.Dir(testenv.RepoRoot()), "notification", "alert.yaml"))
+	manifests, err := os.ReadFile(filepath.Join(monitoring.Dir(testenv.RepoRoot()), "notification", "alert.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := controlplane.Decode(manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var alert *unstructured.Unstructured
 	for _, obj := range objs {
 		obj.SetNamespace(ns)
@@ -228,28 +231,6 @@ func waitForFluxEvent(t *testing.T, ns, kind, name string) {
 
 // fluxControllers are the event sources of Flux's controllers.
 var fluxControllers = []string{"source-controller", "kustomize-controller", "helm-controller"}
-
-// decodeAll reads the objects of a multi-document YAML file.
-func decodeAll(t *testing.T, path string) []*unstructured.Unstructured {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	decoder := kyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := decoder.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			return objs
-		} else if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if len(obj.Object) > 0 {
-			objs = append(objs, obj)
-		}
-	}
-}
 
 // checkKubeStateMetrics runs kube-state-metrics, the binary KUBE_STATE_METRICS names, with the custom-resource-state
 // configuration of config/monitoring/kube-state-metrics against the API server, and checks the gotk_resource_info

@@ -1,12 +1,18 @@
 package monitoring_test
 
 import (
+	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
 	"github.com/fluxdeployer/fluxdeployer/internal/monitoring"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
@@ -91,5 +97,48 @@ func TestEveryAlertIsTested(t *testing.T) {
 		if !silent[r.Alert] {
 			t.Errorf("alert %s has no test case where it does not fire", r.Alert)
 		}
+	}
+}
+
+// TestKitOnTheAPIServer builds config/monitoring with the real kustomize and applies it to an API server with the
+// Prometheus Operator's CRDs, which validates the PodMonitor and the PrometheusRule against their schemas; the
+// dashboard's ConfigMap carries the dashboard file unchanged, with the label Grafana's sidecar loads.
+func TestKitOnTheAPIServer(t *testing.T) {
+	objs, err := controlplane.Kustomize("config/monitoring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := testenv.Start(t, filepath.Join("testdata", "crds"))
+	ctx := context.Background()
+	kinds := map[string]int{}
+	for _, obj := range objs {
+		kinds[obj.GetKind()]++
+		if obj.GetNamespace() != "fluxdeployer-system" {
+			t.Errorf("%s %s is in namespace %q, want fluxdeployer-system", obj.GetKind(), obj.GetName(), obj.GetNamespace())
+		}
+	}
+	if want := map[string]int{"PodMonitor": 1, "PrometheusRule": 1, "ConfigMap": 1}; !maps.Equal(kinds, want) {
+		t.Errorf("config/monitoring has %v, want %v", kinds, want)
+	}
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fluxdeployer-system"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := controlplane.Apply(ctx, env.Client, objs); err != nil {
+		t.Fatal(err)
+	}
+
+	dashboard, err := os.ReadFile(filepath.Join(monitoring.Dir(testenv.RepoRoot()), "dashboards", "fluxdeployer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "fluxdeployer-system", Name: "fluxdeployer-grafana-dashboards"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["fluxdeployer.json"] != string(dashboard) {
+		t.Error("the dashboard ConfigMap does not hold dashboards/fluxdeployer.json")
+	}
+	if cm.Labels["grafana_dashboard"] != "1" {
+		t.Errorf("the dashboard ConfigMap has labels %v, want grafana_dashboard=1", cm.Labels)
 	}
 }

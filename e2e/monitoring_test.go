@@ -279,7 +279,8 @@ func checkKubeStateMetrics(t *testing.T, vd *konfidencev1.VectorDeployment, adNa
 			return err
 		}
 		defer func() { _ = resp.Body.Close() }()
-		families, err := expfmt.NewTextParser(model.UTF8Validation).TextToMetricFamilies(resp.Body)
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(resp.Body)
 		if err != nil {
 			return err
 		}
@@ -288,6 +289,7 @@ func checkKubeStateMetrics(t *testing.T, vd *konfidencev1.VectorDeployment, adNa
 			for _, m := range families["gotk_resource_info"].GetMetric() {
 				if matches(m, with(labels, map[string]string{"customresource_kind": kind})) && value(m) == 1 {
 					found = true
+					t.Logf("gotk_resource_info%v", m.GetLabel())
 				}
 			}
 			if !found {

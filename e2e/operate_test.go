@@ -27,7 +27,10 @@ import (
 
 // TestAlertsAndMetrics runs the operator with --events-addr pointing at a stand-in for notification-controller
 // and --metrics-addr on a free port, deploys a vector, and checks that the events carry Flux's revision metadata
-// and that /metrics serves Flux's reconcile metrics for both kinds and the project's own, with their labels.
+// and that /metrics serves Flux's reconcile metrics for both kinds and the project's own, with their labels; and,
+// for the monitoring kit of config/monitoring, that the binary serves every metric its rules and dashboard name,
+// that its Alert selects the operator's Flux objects, and (with KUBE_STATE_METRICS) what kube-state-metrics makes
+// of the objects with its configuration.
 func TestAlertsAndMetrics(t *testing.T) {
 	if cluster == nil {
 		t.Skip("sets the operator's command line, which an installed operator takes from config/manager")
@@ -61,6 +64,10 @@ func TestAlertsAndMetrics(t *testing.T) {
 			})
 		}
 	})
+
+	t.Run("monitoring kit", func(t *testing.T) { checkMonitoringKit(t, "http://"+metricsAddr+"/metrics") })
+	t.Run("alert routing", func(t *testing.T) { checkAlertRouting(t, ns, adName) })
+	t.Run("kube-state-metrics", func(t *testing.T) { checkKubeStateMetrics(t, vd, adName) })
 
 	t.Run("metrics", func(t *testing.T) {
 		url := "http://" + metricsAddr + "/metrics"

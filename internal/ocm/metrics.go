@@ -3,6 +3,7 @@ package ocm
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -14,6 +15,12 @@ var (
 		Name: "fluxdeployer_registry_requests_total",
 		Help: "HTTP requests sent to OCI registries, by response code (\"error\" when no response came).",
 	}, []string{"code"})
+	// One series set for all registries and codes: a label per host or code would multiply the buckets.
+	registryDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "fluxdeployer_registry_request_duration_seconds",
+		Help:    "Time from sending an HTTP request to an OCI registry to its response's headers, or to the error when none came.",
+		Buckets: prometheus.DefBuckets,
+	})
 	cacheLookups = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fluxdeployer_registry_cache_lookups_total",
 		Help: "Lookups of resolved component versions in the in-memory cache, by cache (vector, artifact) and result (hit, miss).",
@@ -26,15 +33,17 @@ var (
 
 // Collectors returns the package's metrics, for registration by the process that serves them.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{registryRequests, cacheLookups, cacheBytes}
+	return []prometheus.Collector{registryRequests, registryDuration, cacheLookups, cacheBytes}
 }
 
-// countingTransport counts each request that leaves for a registry, retries included: that is the load the
-// registry sees.
+// countingTransport counts and times each request that leaves for a registry, retries included: that is the load
+// the registry sees.
 type countingTransport struct{ next http.RoundTripper }
 
 func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
 	resp, err := t.next.RoundTrip(req)
+	registryDuration.Observe(time.Since(start).Seconds())
 	code := "error"
 	if err == nil {
 		code = strconv.Itoa(resp.StatusCode)

@@ -21,7 +21,7 @@ func TestRegistryRequestsAreTimed(t *testing.T) {
 
 	countsBefore, timedBefore := registryTraffic(t, metrics)
 	servedBefore := reg.Requests()
-	if _, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), reg.Ref("", vectorName, "1.0.0")); err != nil {
+	if _, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), reg.Ref("", vectorName, "1.0.0"), ocm.Read{}); err != nil {
 		t.Fatal(err)
 	}
 	served := reg.Requests() - servedBefore

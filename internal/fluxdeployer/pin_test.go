@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -22,8 +24,8 @@ func TestResourceDigestPinsTheSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	repo := ociRepository(&konfidencev1.ArtifactDeployment{}, a, references{}, config{})
-	if repo.Spec.Reference.Digest != digest || repo.Spec.Reference.Tag != "" {
-		t.Errorf("OCIRepository ref = %+v, want digest %s only", repo.Spec.Reference, digest)
+	if diff := cmp.Diff(&sourcev1.OCIRepositoryRef{Digest: digest}, repo.Spec.Reference); diff != "" {
+		t.Errorf("OCIRepository ref, want the digest only (-want +got):\n%s", diff)
 	}
 	_, err = resolveAccess(&konfidencev1.Resource{Name: "chart", Type: "helmChart",
 		Content: access("registry.example/charts/web:1.0.0@sha256:" + strings.Repeat("b", 64)), Digest: digest})

@@ -11,7 +11,6 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -110,44 +109,17 @@ func (r *Reconciler) targetReader(ctx context.Context, namespace string, t targe
 	return r.remote.remoteReader(ctx, data, source, r.scheme)
 }
 
-// kubeConfig reads a remote target's kubeconfig from its Secret, and names the Secret and key for messages.
-func (r *Reconciler) kubeConfig(ctx context.Context, namespace string, ref *meta.SecretKeyReference) (data []byte, source string, err error) {
-	secret := &corev1.Secret{}
-	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, secret); err != nil {
-		return nil, "", transient(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("reading kubeconfig Secret %s/%s: %w", namespace, ref.Name, err))
-	}
-	// The keys Flux reads when secretRef.key is empty.
-	keys := []string{ref.Key}
-	if ref.Key == "" {
-		keys = []string{"value", "value.yaml"}
-	}
-	for _, k := range keys {
-		if data, ok := secret.Data[k]; ok {
-			return data, fmt.Sprintf("kubeconfig Secret %s/%s key %s", namespace, ref.Name, k), nil
-		}
-	}
-	return nil, "", terminal(konfidencev1.DeploymentResultFailedReason, "kubeconfig Secret %s/%s has none of the keys %v", namespace, ref.Name, keys)
-}
-
-// checkTarget refuses a remote target the operator does not allow before any Flux object refers to it: Flux would
-// apply there, and the deployer would read Services there. A kubeconfig Secret is read and its API server checked
-// (again before each request, see restConfig, since the tenant may change it); a ConfigMap reference (cloud
-// identity), which only the platform's deploymentTargets can give and which the deployer never calls, needs
-// remote targets to be on.
-func (r *Reconciler) checkTarget(ctx context.Context, ad *konfidencev1.ArtifactDeployment, t target) error {
-	if t.kubeConfig == nil {
+// results collects the deployment results once Flux reports the artifact deployed; until then the previous ones
+// stand, since a rollout in progress leaves the old Services serving.
+func (r *Reconciler) results(ctx context.Context, ad *konfidencev1.ArtifactDeployment, t target) error {
+	if !conditions.IsTrue(ad, konfidencev1.ArtifactDeployedCondition) {
+		conditions.MarkUnknown(ad, konfidencev1.DeploymentResultCreatedCondition, meta.ProgressingReason, "waiting for the deployment")
 		return nil
 	}
-	if t.kubeConfig.SecretRef == nil {
-		if err := r.remote.enabled(); err != nil {
-			return terminal(konfidencev1.RemoteTargetNotAllowedReason, "the target of namespace %s (ConfigMap %s): %v", ad.Namespace, t.kubeConfig.ConfigMapRef.Name, err)
-		}
-		return nil
-	}
-	data, source, err := r.kubeConfig(ctx, ad.Namespace, t.kubeConfig.SecretRef)
+	err := r.collectResults(ctx, ad, t)
 	if err != nil {
-		return err
+		se := asStepError(err, konfidencev1.DeploymentResultFailedReason)
+		conditions.MarkFalse(ad, konfidencev1.DeploymentResultCreatedCondition, se.reason, "%s", se.err)
 	}
-	_, err = r.remote.loadAllowed(data, source)
 	return err
 }

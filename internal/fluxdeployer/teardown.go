@@ -7,11 +7,8 @@ import (
 	"strings"
 	"time"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -111,15 +108,9 @@ func (r *Reconciler) deleteFluxObjects(ctx context.Context, ad *konfidencev1.Art
 	since = time.Now()
 	why := suspendedOnPurpose(ad)
 	var errs, resumed, kept []string
-	for _, o := range []struct {
-		kind string
-		obj  client.Object
-	}{
-		{helmv2.HelmReleaseKind, &helmv2.HelmRelease{}}, {kustomizev1.KustomizationKind, &kustomizev1.Kustomization{}},
-		{sourcev1.HelmRepositoryKind, &sourcev1.HelmRepository{}}, {sourcev1.OCIRepositoryKind, &sourcev1.OCIRepository{}},
-	} {
-		kind, obj, key := o.kind, o.obj, client.ObjectKeyFromObject(ad)
-		name := kind + " " + key.String()
+	for _, k := range ownedFluxKinds() {
+		obj, key := k.new(), client.ObjectKeyFromObject(ad)
+		name := k.gvk.Kind + " " + key.String()
 		if err := r.client.Get(ctx, key, obj); apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 			continue
 		} else if err != nil {

@@ -205,6 +205,9 @@ func (in *ArtifactDeployment) GetConditions() []metav1.Condition { return in.Sta
 // SetConditions sets the status conditions (github.com/fluxcd/pkg/runtime/conditions.Setter).
 func (in *ArtifactDeployment) SetConditions(c []metav1.Condition) { in.Status.Conditions = c }
 
+// SetObservedGeneration records the generation the status reports on.
+func (in *ArtifactDeployment) SetObservedGeneration(g int64) { in.Status.ObservedGeneration = g }
+
 // ArtifactDeploymentList is a list of ArtifactDeployments.
 // +kubebuilder:object:root=true
 type ArtifactDeploymentList struct {

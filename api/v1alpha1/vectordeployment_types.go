@@ -111,6 +111,9 @@ func (in *VectorDeployment) GetConditions() []metav1.Condition { return in.Statu
 // SetConditions sets the status conditions (github.com/fluxcd/pkg/runtime/conditions.Setter).
 func (in *VectorDeployment) SetConditions(c []metav1.Condition) { in.Status.Conditions = c }
 
+// SetObservedGeneration records the generation the status reports on.
+func (in *VectorDeployment) SetObservedGeneration(g int64) { in.Status.ObservedGeneration = g }
+
 // VectorDeploymentList is a list of VectorDeployments.
 // +kubebuilder:object:root=true
 type VectorDeploymentList struct {

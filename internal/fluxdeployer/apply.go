@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // FieldManager is the server-side apply field manager of every Flux object the deployer writes.
@@ -77,21 +78,21 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object) (applyOutcome
 	owned := desired.DeepCopy() // the apply decodes the API server's answer into desired
 	if err := r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired),
 		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		return unchanged, nil, transient(konfidencev1.ApplyFailedReason,
+		return unchanged, nil, outcome.Retrying(konfidencev1.ApplyFailedReason,
 			fmt.Errorf("applying %s %s/%s: %w", desired.GetKind(), desired.GetNamespace(), desired.GetName(), err))
 	}
 	applied, err := r.typed(desired)
 	if err != nil {
 		return unchanged, nil, err
 	}
-	outcome := updated
+	result := updated
 	switch {
 	case cached == nil:
-		outcome = created
+		result = created
 	case cached.GetResourceVersion() == applied.GetResourceVersion():
-		outcome = unchanged // the cache was behind a change another writer reverted
+		result = unchanged // the cache was behind a change another writer reverted
 	}
-	return r.revertForeignFields(ctx, outcome, applied, foreignFields(owned.Object, desired.Object))
+	return r.revertForeignFields(ctx, result, applied, foreignFields(owned.Object, desired.Object))
 }
 
 // A fluxKind's ownedUnset are the spec fields that decide what is deployed (values, patches, post-renderers,
@@ -152,9 +153,9 @@ func hasField(obj map[string]any, path []string) bool {
 // revertForeignFields removes the foreign fields from live with a JSON merge patch, whose nulls delete a field
 // whoever wrote it (a server-side apply can only take back what it sends a value for), and counts that as an
 // update. live is the object as the cluster holds it, and is afterwards.
-func (r *Reconciler) revertForeignFields(ctx context.Context, outcome applyOutcome, live fluxObject, foreign [][]string) (applyOutcome, fluxObject, error) {
+func (r *Reconciler) revertForeignFields(ctx context.Context, result applyOutcome, live fluxObject, foreign [][]string) (applyOutcome, fluxObject, error) {
 	if len(foreign) == 0 {
-		return outcome, live, nil
+		return result, live, nil
 	}
 	patch := map[string]any{}
 	names := make([]string, len(foreign))
@@ -164,17 +165,17 @@ func (r *Reconciler) revertForeignFields(ctx context.Context, outcome applyOutco
 	}
 	data, err := json.Marshal(patch)
 	if err != nil {
-		return outcome, nil, err
+		return result, nil, err
 	}
 	if err := r.client.Patch(ctx, live, client.RawPatch(types.MergePatchType, data), client.FieldOwner(FieldManager)); err != nil {
-		return outcome, nil, transient(konfidencev1.ApplyFailedReason,
+		return result, nil, outcome.Retrying(konfidencev1.ApplyFailedReason,
 			fmt.Errorf("taking back %s of %T %s/%s: %w", strings.Join(names, ", "), live, live.GetNamespace(), live.GetName(), err))
 	}
 	ctrl.LoggerFrom(ctx).Info("took back fields another writer set", "object", client.ObjectKeyFromObject(live), "fields", names)
-	if outcome == unchanged {
-		outcome = updated
+	if result == unchanged {
+		result = updated
 	}
-	return outcome, live, nil
+	return result, live, nil
 }
 
 // setNull sets path in the merge patch m to null.
@@ -201,7 +202,7 @@ func (r *Reconciler) cached(ctx context.Context, obj client.Object) (fluxObject,
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
-		return nil, transient(konfidencev1.ApplyFailedReason, fmt.Errorf("reading %T %s: %w", obj, key, err))
+		return nil, outcome.Retrying(konfidencev1.ApplyFailedReason, fmt.Errorf("reading %T %s: %w", obj, key, err))
 	}
 	return current, nil
 }
@@ -299,8 +300,8 @@ func contains(live, want any) bool {
 // recordApply emits an event when the deployer changed a Flux object that existed: drift corrected, or a new
 // configuration applied, which a person may want to know of. Creating the objects of a new ArtifactDeployment is
 // what it is for, so that is no event (events are only for what a person acts on); its status says it.
-func (r *Reconciler) recordApply(ad *konfidencev1.ArtifactDeployment, obj client.Object, outcome applyOutcome) {
-	if outcome == updated {
+func (r *Reconciler) recordApply(ad *konfidencev1.ArtifactDeployment, obj client.Object, result applyOutcome) {
+	if result == updated {
 		kind := obj.GetObjectKind().GroupVersionKind().Kind
 		r.event(ad, corev1.EventTypeNormal, konfidencev1.FluxObjectUpdatedReason, "updated %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
 	}

@@ -1,7 +1,6 @@
 package fluxdeployer
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -190,10 +189,10 @@ func TestAccessKeysAreUnique(t *testing.T) {
 		"type case variant":  `{"type":"ociArtifact","Type":"helm","imageReference":"registry.example.com/a/good:1"}`,
 		"unknown keys clash": `{"type":"ociArtifact","imageReference":"registry.example.com/a/good:1","extra":1,"EXTRA":2}`,
 	} {
-		var se *stepError
-		if a, err := resolveAccess(ptr.To(resource("r", "kustomize", access))); !errors.As(err, &se) || se.reason != konfidencev1.InvalidAccessSpecReason || !se.stalled {
-			t.Errorf("%s: %+v, %v; want %s", name, a, err, konfidencev1.InvalidAccessSpecReason)
-		}
+		t.Run(name, func(t *testing.T) {
+			_, err := resolveAccess(ptr.To(resource("r", "kustomize", access)))
+			assertFailure(t, err, konfidencev1.InvalidAccessSpecReason, true)
+		})
 	}
 	// Keys that differ beyond case are no clash, nested objects are not read.
 	if _, err := resolveAccess(ptr.To(resource("r", "kustomize",

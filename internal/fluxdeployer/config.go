@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // Helm source modes: how an OCI Helm chart reaches helm-controller.
@@ -106,7 +107,7 @@ func loadConfig(ctx context.Context, r client.Reader, key types.NamespacedName) 
 	}
 	c, err := parseConfig(cm.Data)
 	if err != nil {
-		return config{}, terminal(asStepError(err, konfidencev1.InvalidConfigurationReason).reason, "ConfigMap %s: %v", key, err)
+		return config{}, outcome.Stallingf(outcome.As(err, konfidencev1.InvalidConfigurationReason).Reason, "ConfigMap %s: %v", key, err)
 	}
 	c.version = cm.ResourceVersion
 	return c, nil
@@ -193,10 +194,10 @@ func parseConfig(data map[string]string) (config, error) {
 	field(createNamespaceKey, func(v string) (err error) { c.createNamespace, err = strconv.ParseBool(v); return err })
 	if len(errs) > 0 {
 		errs = append(errs, unknownKeys(data, known)...)
-		return c, terminal(konfidencev1.InvalidConfigurationReason, "%w", errors.Join(errs...))
+		return c, outcome.Stallingf(konfidencev1.InvalidConfigurationReason, "%w", errors.Join(errs...))
 	}
 	if unknown := unknownKeys(data, known); len(unknown) > 0 {
-		return c, terminal(konfidencev1.UnknownConfigurationKeyReason, "%w", errors.Join(unknown...))
+		return c, outcome.Stallingf(konfidencev1.UnknownConfigurationKeyReason, "%w", errors.Join(unknown...))
 	}
 	return c, nil
 }

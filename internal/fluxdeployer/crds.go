@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // crdPollInterval is how often the deployer looks for the Flux CRDs that were missing at start.
@@ -105,7 +106,7 @@ func (k *fluxKinds) require(objects []client.Object) error {
 		}
 	}
 	if len(missing) > 0 {
-		return terminal(konfidencev1.FluxCRDsMissingReason,
+		return outcome.Stallingf(konfidencev1.FluxCRDsMissingReason,
 			"the API server does not serve %s: the Flux CRDs are not installed; deployed once they are", strings.Join(missing, ", "))
 	}
 	return nil

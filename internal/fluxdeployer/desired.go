@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // observe reads the cluster state the Flux objects of ad depend on: whether Secrets exist from the API server (see
@@ -24,7 +25,7 @@ func (r *Reconciler) observe(ctx context.Context, ad *konfidencev1.ArtifactDeplo
 				return nil, nil
 			}
 			if err != nil {
-				return nil, transient(konfidencev1.ApplyFailedReason, fmt.Errorf("reading HelmRelease %s/%s: %w", ad.Namespace, ad.Name, err))
+				return nil, outcome.Retrying(konfidencev1.ApplyFailedReason, fmt.Errorf("reading HelmRelease %s/%s: %w", ad.Namespace, ad.Name, err))
 			}
 			return hr, nil
 		},

@@ -18,8 +18,9 @@
 //   - fluxstatus.go: observeFlux, Flux's conditions copied onto the ArtifactDeployment;
 //   - results.go: results, the deployment results from the Services;
 //   - summary.go: summarize, Ready from the steps;
-//   - finalize.go: the status written once, with its event.
+//   - finalize.go: finalize, the outcome normalised and the status written once, with its event
+//     (internal/outcome, shared with the VectorDeployment reconciler, as is the error type steps fail with).
 //
 // Beside them: teardown.go (a deleted ArtifactDeployment), kinds.go (every Flux kind and what differs per kind),
-// setup.go (the manager and its watches), render.go (`fluxdeployer render`) and errors.go (the failure of a step).
+// setup.go (the manager and its watches) and render.go (`fluxdeployer render`).
 package fluxdeployer

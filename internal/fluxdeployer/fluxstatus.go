@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // fluxView is what a Flux object says, as far as it concerns the current spec.
@@ -114,7 +115,7 @@ func (r *Reconciler) observeFlux(ctx context.Context, ad *konfidencev1.ArtifactD
 		}
 	}
 	if source.kind == nil || deployment.kind == nil {
-		return nil, terminal(konfidencev1.ApplyFailedReason, "the Flux objects of %s/%s are not a source and a deployment", ad.Namespace, ad.Name)
+		return nil, outcome.Stallingf(konfidencev1.ApplyFailedReason, "the Flux objects of %s/%s are not a source and a deployment", ad.Namespace, ad.Name)
 	}
 
 	source.mirror(ad, konfidencev1.ArtifactFetchedCondition, meta.ReadyCondition)

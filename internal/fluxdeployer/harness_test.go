@@ -31,6 +31,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/operating"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
@@ -209,6 +210,23 @@ func differs(what string, want, got any, opts ...cmp.Option) error {
 		return fmt.Errorf("%s (-want +got):\n%s", what, diff)
 	}
 	return nil
+}
+
+// assertFailure fails unless err is a step's failure with the reason, stalling or not.
+func assertFailure(t *testing.T, err error, reason string, stalled bool) {
+	t.Helper()
+	var e *outcome.Error
+	if !errors.As(err, &e) {
+		t.Errorf("error %v is not a step's failure (outcome.Error)", err)
+		return
+	}
+	type failure struct {
+		Reason  string
+		Stalled bool
+	}
+	if diff := cmp.Diff(failure{reason, stalled}, failure{e.Reason, e.Stalled}); diff != "" {
+		t.Errorf("failure %v (-want +got):\n%s", err, diff)
+	}
 }
 
 // assertCondition fails unless ad has condition t with the given status and reason.

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // fluxObject is a Flux object whose status the deployer reads.
@@ -192,7 +193,7 @@ func kindOf(obj runtime.Object) (*fluxKind, error) {
 // unknownKind is the failure of an object whose kind is not in fluxKinds: the deployer built or read something it
 // has no entry for, which a retry does not change.
 func unknownKind(what string) error {
-	return terminal(konfidencev1.ApplyFailedReason, "%s is not a Flux kind the deployer handles", what)
+	return outcome.Stallingf(konfidencev1.ApplyFailedReason, "%s is not a Flux kind the deployer handles", what)
 }
 
 // TrimFluxStatus is a cache transform that keeps, of a Flux object's status, what the deployer reads: the

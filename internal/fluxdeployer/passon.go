@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // passOn brings the ArtifactDeployment's suspend and reconcile request to the Flux objects it owns, as `flux
@@ -36,7 +37,7 @@ func (r *Reconciler) passOnSuspend(ctx context.Context, ad *konfidencev1.Artifac
 		if err := r.client.Get(ctx, key, obj); apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 			continue
 		} else if err != nil {
-			return transient(konfidencev1.ApplyFailedReason, fmt.Errorf("reading %T %s: %w", obj, key, err))
+			return outcome.Retrying(konfidencev1.ApplyFailedReason, fmt.Errorf("reading %T %s: %w", obj, key, err))
 		}
 		if !metav1.IsControlledBy(obj, ad) {
 			continue
@@ -46,7 +47,7 @@ func (r *Reconciler) passOnSuspend(ctx context.Context, ad *konfidencev1.Artifac
 			continue
 		}
 		if err := r.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
-			return transient(konfidencev1.ApplyFailedReason, fmt.Errorf("passing suspend and reconcile request on to %T %s: %w", obj, key, err))
+			return outcome.Retrying(konfidencev1.ApplyFailedReason, fmt.Errorf("passing suspend and reconcile request on to %T %s: %w", obj, key, err))
 		}
 	}
 	return nil

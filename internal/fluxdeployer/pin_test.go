@@ -1,7 +1,6 @@
 package fluxdeployer
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -29,8 +28,5 @@ func TestResourceDigestPinsTheSource(t *testing.T) {
 	}
 	_, err = resolveAccess(&konfidencev1.Resource{Name: "chart", Type: "helmChart",
 		Content: access("registry.example/charts/web:1.0.0@sha256:" + strings.Repeat("b", 64)), Digest: digest})
-	var se *stepError
-	if !errors.As(err, &se) || se.reason != konfidencev1.DigestMismatchReason {
-		t.Errorf("conflicting digests: got %v, want %s", err, konfidencev1.DigestMismatchReason)
-	}
+	assertFailure(t, err, konfidencev1.DigestMismatchReason, true) // conflicting digests
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +16,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/operating"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // Reconciler reconciles ArtifactDeployments of the Flux manifest types.
@@ -35,7 +37,7 @@ type Reconciler struct {
 }
 
 // Reconcile brings the Flux objects of one ArtifactDeployment in line with it and reports their state.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	start := time.Now()
 	ad := &konfidencev1.ArtifactDeployment{}
 	if err := r.client.Get(ctx, req.NamespacedName, ad); err != nil {
@@ -66,10 +68,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	original := ad.DeepCopy()
-	defer func() {
-		retErr = errors.Join(retErr, r.finalizeStatus(ctx, original, ad))
-		r.metrics.Record(ctx, ad, start, false)
-	}()
+	defer r.metrics.Record(ctx, ad, start, false)
 	// A reconcile request is handled by this reconcile, whatever its outcome: it is retried (also when Stalled) and
 	// passed on to the Flux objects.
 	requested, ok := meta.ReconcileAnnotationValue(ad.GetAnnotations())
@@ -84,10 +83,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	stepsCtx, cancel := context.WithTimeout(ctx, r.remote.reconcileTimeout())
 	defer cancel()
 	result, err := r.reconcile(stepsCtx, ad, fresh)
-	if err != nil {
-		return r.fail(ad, err, result)
+	if err != nil && !outcome.Stalls(err) {
+		result = ctrl.Result{} // retried with backoff; a stalled step's result (a requeue for input not watched) stands
 	}
-	return result, nil
+	return result, r.finalize(ctx, original, ad, err)
 }
 
 // reconcile runs the steps of one reconcile in order; the first failure ends it. When only the Flux objects'
@@ -110,7 +109,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 		// Refused, as for a claim below: Flux objects applied before (e.g. before an upgrade that made remote
 		// targets opt-in) stop acting on the target, suspended, not deleted. Secrets are not watched: looked at
 		// again every interval.
-		if asStepError(err, "").stalled {
+		if outcome.Stalls(err) {
 			if suspendErr := r.passOnSuspend(ctx, ad, true); suspendErr != nil {
 				return ctrl.Result{}, suspendErr
 			}
@@ -154,7 +153,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 }
 
 // report sets the status from what the applied Flux objects say and the deployment results, and has ad
-// reconciled again after interval.
+// reconciled again after interval. A Flux object that stalls stalls ad, unless it is Ready anyway.
 func (r *Reconciler) report(ctx context.Context, ad *konfidencev1.ArtifactDeployment, t target, interval time.Duration, applied []fluxObject) (ctrl.Result, error) {
 	stalled, err := r.observeFlux(ctx, ad, applied)
 	if err != nil {
@@ -165,7 +164,10 @@ func (r *Reconciler) report(ctx context.Context, ad *konfidencev1.ArtifactDeploy
 		// interval, so that the tenant's fix is taken up.
 		return ctrl.Result{RequeueAfter: interval}, err
 	}
-	summarize(ad, stalled)
+	summarize(ad)
+	if stalled != nil && !conditions.IsTrue(ad, meta.ReadyCondition) {
+		return ctrl.Result{RequeueAfter: interval}, outcome.Stalling(stalled.Reason, errors.New(stalled.Message))
+	}
 	return ctrl.Result{RequeueAfter: interval}, nil
 }
 

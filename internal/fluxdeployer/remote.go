@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // Defaults of the flags that bound remote calls and reconciles.
@@ -89,7 +90,7 @@ func (o RemoteOptions) remoteReader(ctx context.Context, kubeconfig []byte, sour
 	mapper.Add(corev1.SchemeGroupVersion.WithKind("Service"), apimeta.RESTScopeNamespace)
 	c, err := client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper})
 	if err != nil {
-		return nil, transient(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("client for %s: %w", source, err))
+		return nil, outcome.Retrying(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("client for %s: %w", source, err))
 	}
 	return c, nil
 }
@@ -104,14 +105,14 @@ func (o RemoteOptions) restConfig(ctx context.Context, kubeconfig []byte, source
 		return nil, err
 	}
 	if err := fluxclient.ValidateKubeConfig(raw); err != nil {
-		return nil, terminal(konfidencev1.UnsafeKubeConfigReason, "%s: %v", source, err)
+		return nil, outcome.Stallingf(konfidencev1.UnsafeKubeConfigReason, "%s: %v", source, err)
 	}
 	cfg, err := clientcmd.NewDefaultClientConfig(*raw, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
-		return nil, terminal(konfidencev1.DeploymentResultFailedReason, "%s: %v", source, err)
+		return nil, outcome.Stallingf(konfidencev1.DeploymentResultFailedReason, "%s: %v", source, err)
 	}
 	if err := o.refuseUnsafe(cfg); err != nil {
-		return nil, terminal(konfidencev1.UnsafeKubeConfigReason, "%s: %v", source, err)
+		return nil, outcome.Stallingf(konfidencev1.UnsafeKubeConfigReason, "%s: %v", source, err)
 	}
 	// KubeConfig asks the target whether it has priority and fairness, with a request no timeout bounds but ctx.
 	if timeout := o.requestTimeout(); timeout > 0 {
@@ -127,10 +128,10 @@ func (o RemoteOptions) restConfig(ctx context.Context, kubeconfig []byte, source
 func (o RemoteOptions) loadAllowed(kubeconfig []byte, source string) (*clientcmdapi.Config, error) {
 	raw, err := clientcmd.Load(kubeconfig)
 	if err != nil {
-		return nil, terminal(konfidencev1.DeploymentResultFailedReason, "%s: %s", source, printable(err.Error()))
+		return nil, outcome.Stallingf(konfidencev1.DeploymentResultFailedReason, "%s: %s", source, printable(err.Error()))
 	}
 	if err := o.allowServer(raw); err != nil {
-		return nil, terminal(konfidencev1.RemoteTargetNotAllowedReason, "%s: %v", source, err)
+		return nil, outcome.Stallingf(konfidencev1.RemoteTargetNotAllowedReason, "%s: %v", source, err)
 	}
 	return raw, nil
 }
@@ -259,7 +260,7 @@ func (r *Reconciler) checkTarget(ctx context.Context, ad *konfidencev1.ArtifactD
 	}
 	if t.kubeConfig.SecretRef == nil {
 		if err := r.remote.enabled(); err != nil {
-			return terminal(konfidencev1.RemoteTargetNotAllowedReason, "the target of namespace %s (ConfigMap %s): %v", ad.Namespace, t.kubeConfig.ConfigMapRef.Name, err)
+			return outcome.Stallingf(konfidencev1.RemoteTargetNotAllowedReason, "the target of namespace %s (ConfigMap %s): %v", ad.Namespace, t.kubeConfig.ConfigMapRef.Name, err)
 		}
 		return nil
 	}
@@ -275,7 +276,7 @@ func (r *Reconciler) checkTarget(ctx context.Context, ad *konfidencev1.ArtifactD
 func (r *Reconciler) kubeConfig(ctx context.Context, namespace string, ref *meta.SecretKeyReference) (data []byte, source string, err error) {
 	secret := &corev1.Secret{}
 	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, secret); err != nil {
-		return nil, "", transient(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("reading kubeconfig Secret %s/%s: %w", namespace, ref.Name, err))
+		return nil, "", outcome.Retrying(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("reading kubeconfig Secret %s/%s: %w", namespace, ref.Name, err))
 	}
 	// The keys Flux reads when secretRef.key is empty.
 	keys := []string{ref.Key}
@@ -287,5 +288,5 @@ func (r *Reconciler) kubeConfig(ctx context.Context, namespace string, ref *meta
 			return data, fmt.Sprintf("kubeconfig Secret %s/%s key %s", namespace, ref.Name, k), nil
 		}
 	}
-	return nil, "", terminal(konfidencev1.DeploymentResultFailedReason, "kubeconfig Secret %s/%s has none of the keys %v", namespace, ref.Name, keys)
+	return nil, "", outcome.Stallingf(konfidencev1.DeploymentResultFailedReason, "kubeconfig Secret %s/%s has none of the keys %v", namespace, ref.Name, keys)
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // ServiceResultType is the type of the deployment result a Service yields.
@@ -56,7 +57,7 @@ func (r *Reconciler) collectResults(ctx context.Context, ad *konfidencev1.Artifa
 			name = svc.Name
 		}
 		if other, dup := claimedBy[name]; dup {
-			return terminal(konfidencev1.DuplicateDeploymentResultReason,
+			return outcome.Stallingf(konfidencev1.DuplicateDeploymentResultReason,
 				"Services %s and %s in %s both claim deployment result %q", other, svc.Name, t.namespace, name)
 		}
 		claimedBy[name] = svc.Name
@@ -85,9 +86,9 @@ func listFailed(t target, err error) error {
 	}
 	err = fmt.Errorf("listing Services in %s: %w", t.namespace, err)
 	if t.kubeConfig != nil && isTimeout(err) {
-		return transient(konfidencev1.RemoteTargetTimeoutReason, err)
+		return outcome.Retrying(konfidencev1.RemoteTargetTimeoutReason, err)
 	}
-	return transient(konfidencev1.DeploymentResultFailedReason, err)
+	return outcome.Retrying(konfidencev1.DeploymentResultFailedReason, err)
 }
 
 // targetReader reads the target cluster: through the cache for the local one, through the target's kubeconfig
@@ -98,7 +99,7 @@ func (r *Reconciler) targetReader(ctx context.Context, namespace string, t targe
 	}
 	ref := t.kubeConfig.SecretRef
 	if ref == nil {
-		return nil, terminal(konfidencev1.DeploymentResultFailedReason,
+		return nil, outcome.Stallingf(konfidencev1.DeploymentResultFailedReason,
 			"the target of namespace %s is given by ConfigMap %s (cloud identity); results are read only through a kubeconfig Secret",
 			namespace, t.kubeConfig.ConfigMapRef.Name)
 	}
@@ -118,8 +119,8 @@ func (r *Reconciler) results(ctx context.Context, ad *konfidencev1.ArtifactDeplo
 	}
 	err := r.collectResults(ctx, ad, t)
 	if err != nil {
-		se := asStepError(err, konfidencev1.DeploymentResultFailedReason)
-		conditions.MarkFalse(ad, konfidencev1.DeploymentResultCreatedCondition, se.reason, "%s", se.err)
+		e := outcome.As(err, konfidencev1.DeploymentResultFailedReason)
+		conditions.MarkFalse(ad, konfidencev1.DeploymentResultCreatedCondition, e.Reason, "%s", e.Err)
 	}
 	return err
 }

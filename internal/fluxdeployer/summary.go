@@ -17,11 +17,12 @@ func setCondition(ad *konfidencev1.ArtifactDeployment, t string, c metav1.Condit
 	conditions.Set(ad, &c)
 }
 
-// summarize sets Ready, Reconciling and Stalled for kstatus: Ready is True when the artifact is deployed, healthy
-// and its results are collected; otherwise it carries the first failing step (False before Unknown), so its
-// reason says what to look at. Not conditions.SetSummary: its merge ranks True above Unknown, so steps still
-// waiting next to finished ones would summarize to Ready=True.
-func summarize(ad *konfidencev1.ArtifactDeployment, stalled *metav1.Condition) {
+// summarize sets Ready from the steps: True when the artifact is deployed, healthy and its results are
+// collected; otherwise it carries the first failing step (False before Unknown), so its reason says what to look
+// at, with Reconciling saying which step is awaited (finalize makes it exclusive with Stalled). Not
+// conditions.SetSummary: its merge ranks True above Unknown, so steps still waiting next to finished ones would
+// summarize to Ready=True.
+func summarize(ad *konfidencev1.ArtifactDeployment) {
 	steps := []string{
 		konfidencev1.ArtifactFetchedCondition, konfidencev1.ArtifactDeployedCondition,
 		konfidencev1.AppHealthyCondition, konfidencev1.DeploymentResultCreatedCondition,
@@ -34,23 +35,15 @@ func summarize(ad *konfidencev1.ArtifactDeployment, stalled *metav1.Condition) {
 			}
 		}
 	}
-	switch {
-	case first == nil:
+	if first == nil {
 		setCondition(ad, meta.ReadyCondition, metav1.Condition{Status: metav1.ConditionTrue, Reason: meta.SucceededReason,
 			Message: fmt.Sprintf("Deployed %s:%s", ad.Spec.Component.Name, ad.Spec.Component.Version)})
-		conditions.Delete(ad, meta.ReconcilingCondition)
-		conditions.Delete(ad, meta.StalledCondition)
-	case stalled != nil:
-		setCondition(ad, meta.ReadyCondition, metav1.Condition{Status: metav1.ConditionFalse, Reason: stalled.Reason, Message: stalled.Message})
-		setCondition(ad, meta.StalledCondition, *stalled)
-		conditions.Delete(ad, meta.ReconcilingCondition)
-	default:
-		setCondition(ad, meta.ReadyCondition, metav1.Condition{Status: first.Status, Reason: first.Reason, Message: first.Message})
-		reason := meta.ProgressingReason
-		if first.Status == metav1.ConditionFalse {
-			reason = meta.ProgressingWithRetryReason // Flux retries and remediates on its own
-		}
-		conditions.MarkReconciling(ad, reason, "waiting for %s", first.Type)
-		conditions.Delete(ad, meta.StalledCondition)
+		return
 	}
+	setCondition(ad, meta.ReadyCondition, metav1.Condition{Status: first.Status, Reason: first.Reason, Message: first.Message})
+	reason := meta.ProgressingReason
+	if first.Status == metav1.ConditionFalse {
+		reason = meta.ProgressingWithRetryReason // Flux retries and remediates on its own
+	}
+	conditions.MarkReconciling(ad, reason, "waiting for %s", first.Type)
 }

@@ -20,6 +20,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/operating"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // addFinalizer puts the teardown finalizer on ad.
@@ -62,7 +63,7 @@ func (r *Reconciler) teardown(ctx context.Context, ad *konfidencev1.ArtifactDepl
 	original := ad.DeepCopy()
 	conditions.MarkFalse(ad, meta.ReadyCondition, konfidencev1.TearingDownReason, "%s", msg)
 	conditions.MarkReconciling(ad, konfidencev1.TearingDownReason, "%s", msg)
-	if err := r.finalizeStatus(ctx, original, ad); err != nil {
+	if err := r.finalize(ctx, original, ad, nil); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	// The Owns watches requeue ad when a Flux object goes; this requeue is for the time limit.
@@ -147,7 +148,7 @@ func (r *Reconciler) deleteFluxObjects(ctx context.Context, ad *konfidencev1.Art
 			"deleted the suspended %s without resuming: %s; their workloads stay", strings.Join(kept, ", "), why)
 	}
 	if len(errs) > 0 {
-		return remaining, since, transient(konfidencev1.TearingDownReason, errors.New(strings.Join(errs, "; ")))
+		return remaining, since, outcome.Retrying(konfidencev1.TearingDownReason, errors.New(strings.Join(errs, "; ")))
 	}
 	return remaining, since, nil
 }

@@ -125,7 +125,7 @@ func TestTakeOverKonfidenceInstall(t *testing.T) {
 func installLikeKonfidence(t *testing.T, vd *konfidencev1.VectorDeployment, registryHost string) map[string]string {
 	t.Helper()
 	ctx := context.Background()
-	v, err := ocm.NewClient(ocm.Options{}).ResolveVector(ctx, vd.Spec.Vector)
+	v, err := ocm.NewClient(ocm.Options{}).ResolveVector(ctx, vd.Spec.Vector, ocm.Read{})
 	if err != nil {
 		t.Fatal(err)
 	}

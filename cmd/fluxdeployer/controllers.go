@@ -16,9 +16,12 @@ type controllerSetup interface {
 	SetupWithManager(mgr ctrl.Manager, shared operating.Options) error
 }
 
-// controllerSetups holds the reconcilers that --controllers can name. The VectorDeployment reconciler and the
-// Flux deployer meet only through API objects, so any subset can run in one process.
-var controllerSetups = map[string]controllerSetup{
-	"fluxdeployer":     &fluxdeployer.Options{},
-	"vectordeployment": &vectordeployment.Options{},
+// newControllerSetups returns the reconcilers that --controllers can name, each with its flags unparsed. The
+// VectorDeployment reconciler and the Flux deployer meet only through API objects, so any subset can run in one
+// process.
+func newControllerSetups() map[string]controllerSetup {
+	return map[string]controllerSetup{
+		"fluxdeployer":     &fluxdeployer.Options{},
+		"vectordeployment": &vectordeployment.Options{},
+	}
 }

@@ -91,7 +91,7 @@ func newDiffCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			v, err := ocm.NewClient(opts).ResolveVector(cmd.Context(), vector)
+			v, err := ocm.NewClient(opts).ResolveVector(cmd.Context(), vector, ocm.Read{})
 			if v == nil {
 				return err
 			}

@@ -328,3 +328,34 @@ func headingAnchors(page string) []string {
 	}
 	return anchors
 }
+
+// TestCodeCommentsCiteNoHistory: the comments of the VectorDeployment side of the code (the reconciler, the OCM
+// reader, the shared outcome, the CLI, pkg and the chaos scenario) state requirements, not history: no issue,
+// finding or ADR numbers, which a reader cannot look up.
+func TestCodeCommentsCiteNoHistory(t *testing.T) {
+	root := testenv.RepoRoot()
+	history := regexp.MustCompile(`(?i)\b(issues? #?\d+|findings? \d+|ADR-\d+)`)
+	for _, dir := range []string{"internal/vectordeployment", "internal/ocm", "internal/outcome", "internal/chaos", "cmd/fluxdeployer", "pkg"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+			// This file names the patterns; rbac_test.go is the Flux deployer's side.
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || d.Name() == "docs_test.go" || d.Name() == "rbac_test.go" {
+				return err
+			}
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for i, line := range strings.Split(string(raw), "\n") {
+				_, comment, ok := strings.Cut(line, "//")
+				if m := history.FindString(comment); ok && m != "" {
+					rel, _ := filepath.Rel(root, path)
+					t.Errorf("%s:%d cites %q: say what it means instead", filepath.ToSlash(rel), i+1, m)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}

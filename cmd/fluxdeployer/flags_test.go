@@ -46,7 +46,7 @@ func TestConcurrentSetsWorkers(t *testing.T) {
 // TestDeprecatedConcurrencyFlag: --vectordeployment-concurrency, the former name of --concurrent, still sets the
 // worker count, is hidden from the help, and warns on the binary's stderr.
 func TestDeprecatedConcurrencyFlag(t *testing.T) {
-	o := runOptions{}
+	o := newRunOptions()
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 	var warnings bytes.Buffer
 	fs.SetOutput(&warnings)
@@ -127,7 +127,7 @@ func TestWatchFlagsNarrowTheVectorDeployments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := controllerSetups["vectordeployment"].SetupWithManager(mgr, o.shared); err != nil {
+	if err := o.setups["vectordeployment"].SetupWithManager(mgr, o.shared); err != nil {
 		t.Fatal(err)
 	}
 	testenv.RunManager(t, mgr)
@@ -214,17 +214,15 @@ func vectorDeployment(t *testing.T, c client.Client, namespace, name string, sel
 // TLS, 30s per request), the reconcile deadline defaults to fluxdeployer.DefaultReconcileTimeout, and remote targets
 // are off unless --allowed-target-hosts names their API servers.
 func TestRemoteTargetFlags(t *testing.T) {
-	remote := func() fluxdeployer.RemoteOptions {
-		return controllerSetups["fluxdeployer"].(*fluxdeployer.Options).Remote
+	remote := func(o runOptions) fluxdeployer.RemoteOptions {
+		return o.setups["fluxdeployer"].(*fluxdeployer.Options).Remote
 	}
-	parseRunOptions(t)
-	if o := remote(); o.KubeConfig.InsecureExecProvider || o.KubeConfig.InsecureTLS || *o.KubeConfig.Timeout != 30*time.Second ||
+	if o := remote(parseRunOptions(t)); o.KubeConfig.InsecureExecProvider || o.KubeConfig.InsecureTLS || *o.KubeConfig.Timeout != 30*time.Second ||
 		o.ReconcileTimeout != fluxdeployer.DefaultReconcileTimeout || len(o.AllowedTargetHosts) != 0 {
 		t.Errorf("defaults: %+v, request timeout %s", o, *o.KubeConfig.Timeout)
 	}
-	parseRunOptions(t, "--insecure-kubeconfig-exec", "--insecure-kubeconfig-tls", "--remote-request-timeout=5s", "--reconcile-timeout=20s",
-		"--allowed-target-hosts=prod.example.com:6443,staging.example.com")
-	if o := remote(); !o.KubeConfig.InsecureExecProvider || !o.KubeConfig.InsecureTLS || *o.KubeConfig.Timeout != 5*time.Second ||
+	if o := remote(parseRunOptions(t, "--insecure-kubeconfig-exec", "--insecure-kubeconfig-tls", "--remote-request-timeout=5s", "--reconcile-timeout=20s",
+		"--allowed-target-hosts=prod.example.com:6443,staging.example.com")); !o.KubeConfig.InsecureExecProvider || !o.KubeConfig.InsecureTLS || *o.KubeConfig.Timeout != 5*time.Second ||
 		o.ReconcileTimeout != 20*time.Second || fmt.Sprint(o.AllowedTargetHosts) != "[prod.example.com:6443 staging.example.com]" {
 		t.Errorf("set: %+v, request timeout %s", o, *o.KubeConfig.Timeout)
 	}

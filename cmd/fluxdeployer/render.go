@@ -85,7 +85,7 @@ func (o renderOptions) run(cmd *cobra.Command, ref string) error {
 	if err != nil {
 		return err
 	}
-	v, err := ocm.NewClient(opts).ResolveVector(cmd.Context(), ref)
+	v, err := ocm.NewClient(opts).ResolveVector(cmd.Context(), ref, ocm.Read{})
 	if v == nil {
 		return err
 	}

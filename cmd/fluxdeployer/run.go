@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -48,10 +49,18 @@ type runOptions struct {
 	watch                fluxcontroller.WatchOptions
 	featureGates         features.FeatureGates
 	shared               operating.Options
+	// setups are the reconcilers --controllers can name, which bind their own flags.
+	setups map[string]controllerSetup
+}
+
+// newRunOptions returns the options of one run command, before its flags are parsed. The operator's namespace is
+// read here, once: RUNTIME_NAMESPACE, set by the Deployment as for Flux's controllers.
+func newRunOptions() runOptions {
+	return runOptions{setups: newControllerSetups(), shared: operating.Options{RuntimeNamespace: os.Getenv("RUNTIME_NAMESPACE")}}
 }
 
 func newRunCommand() *cobra.Command {
-	o := runOptions{}
+	o := newRunOptions()
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the operator (the reconcilers chosen with --controllers)",
@@ -79,8 +88,8 @@ func (o *runOptions) bindFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.healthAddr, "health-addr", ":9440", "address the health and readiness probes bind to")
 	f.DurationVar(&o.gracefulShutdownTimeout, "graceful-shutdown-timeout", defaultGracefulShutdownTimeout,
 		"how long the reconciles in progress may take to finish once the process is asked to stop; below the pod's terminationGracePeriodSeconds (30s by default)")
-	f.StringSliceVar(&o.controllers, "controllers", knownControllers(),
-		"reconcilers to run, comma-separated (known: "+strings.Join(knownControllers(), ", ")+")")
+	f.StringSliceVar(&o.controllers, "controllers", o.knownControllers(),
+		"reconcilers to run, comma-separated (known: "+strings.Join(o.knownControllers(), ", ")+")")
 	f.StringVar(&o.shared.EventsAddr, "events-addr", "",
 		"address of notification-controller's event endpoint, e.g. http://notification-controller.flux-system.svc.cluster.local./ (empty: Kubernetes events only)")
 	f.IntVar(&o.shared.Concurrent, "concurrent", 4, "number of objects each reconciler reconciles at once")
@@ -99,8 +108,8 @@ func (o *runOptions) bindFlags(f *pflag.FlagSet) {
 	o.featureGates.BindFlags(f)
 	o.leaderElection.BindFlags(f)
 	o.logging.BindFlags(f)
-	for _, name := range knownControllers() {
-		controllerSetups[name].BindFlags(f)
+	for _, name := range o.knownControllers() {
+		o.setups[name].BindFlags(f)
 	}
 }
 
@@ -108,13 +117,8 @@ func (o *runOptions) bindFlags(f *pflag.FlagSet) {
 // 30s. Every call a reconcile makes honours the manager's context, so stopping takes milliseconds, not this.
 const defaultGracefulShutdownTimeout = 20 * time.Second
 
-func knownControllers() []string {
-	names := make([]string, 0, len(controllerSetups))
-	for name := range controllerSetups {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
+func (o *runOptions) knownControllers() []string {
+	return slices.Sorted(maps.Keys(o.setups))
 }
 
 // The manager itself needs events for every reconciler (core/v1 Events: client-go's recorder creates them and
@@ -140,8 +144,8 @@ func newScheme() (*runtime.Scheme, error) {
 // probes; the caller starts it.
 func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 	for _, name := range o.controllers {
-		if _, ok := controllerSetups[name]; !ok {
-			return nil, fmt.Errorf("unknown controller %q in --controllers (known: %s)", name, strings.Join(knownControllers(), ", "))
+		if _, ok := o.setups[name]; !ok {
+			return nil, fmt.Errorf("unknown controller %q in --controllers (known: %s)", name, strings.Join(o.knownControllers(), ", "))
 		}
 	}
 	scheme, err := newScheme()
@@ -164,9 +168,9 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 		HealthProbeBindAddress: o.healthAddr,
 		LeaderElection:         o.leaderElection.Enable,
 		LeaderElectionID:       "fluxdeployer.konfidence.cloud",
-		// As Flux's controllers: the namespace the Deployment runs in, from RUNTIME_NAMESPACE; empty falls back
-		// to the in-cluster ServiceAccount's namespace.
-		LeaderElectionNamespace:       os.Getenv("RUNTIME_NAMESPACE"),
+		// As Flux's controllers: the namespace the Deployment runs in; empty falls back to the in-cluster
+		// ServiceAccount's namespace.
+		LeaderElectionNamespace:       o.shared.RuntimeNamespace,
 		LeaderElectionReleaseOnCancel: o.leaderElection.ReleaseOnCancel,
 		LeaseDuration:                 &o.leaderElection.LeaseDuration,
 		RenewDeadline:                 &o.leaderElection.RenewDeadline,
@@ -194,7 +198,7 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 	shared.Metrics = reconcileMetrics()
 	shared.WatchNamespace = watchNamespace
 	for _, name := range o.controllers {
-		if err := controllerSetups[name].SetupWithManager(mgr, shared); err != nil {
+		if err := o.setups[name].SetupWithManager(mgr, shared); err != nil {
 			return nil, fmt.Errorf("setting up controller %s: %w", name, err)
 		}
 	}
@@ -210,11 +214,10 @@ func (o runOptions) watchNamespace() (string, error) {
 	if o.watch.AllNamespaces {
 		return "", nil
 	}
-	namespace := os.Getenv("RUNTIME_NAMESPACE")
-	if namespace == "" {
+	if o.shared.RuntimeNamespace == "" {
 		return "", fmt.Errorf("--watch-all-namespaces=false needs RUNTIME_NAMESPACE, the namespace to watch")
 	}
-	return namespace, nil
+	return o.shared.RuntimeNamespace, nil
 }
 
 // cacheOptions narrow what the manager watches as --watch-all-namespaces and --watch-label-selector ask. The

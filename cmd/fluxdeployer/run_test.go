@@ -172,7 +172,7 @@ func TestManagerRejectsUnknownControllers(t *testing.T) {
 // parseRunOptions returns the options of run as the command line args sets them.
 func parseRunOptions(t *testing.T, args ...string) runOptions {
 	t.Helper()
-	o := runOptions{}
+	o := newRunOptions()
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 	o.bindFlags(fs)
 	if err := fs.Parse(args); err != nil {

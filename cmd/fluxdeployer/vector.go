@@ -90,7 +90,7 @@ func newVectorInspectCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			v, err := ocm.NewClient(opts).ResolveVector(cmd.Context(), args[0])
+			v, err := ocm.NewClient(opts).ResolveVector(cmd.Context(), args[0], ocm.Read{})
 			if v == nil {
 				return err
 			}
@@ -166,7 +166,7 @@ func clientOptions(caFile, dockerConfig string) (ocm.Options, error) {
 // inspect names every artifact of v as the reconciler would for a VectorDeployment of UID uid (the placeholder
 // when empty), through the builder render uses, and reports each failed artifact with its reason.
 func inspect(ref string, v *ocm.Vector, uid string) (inspection, error) {
-	result := inspection{Vector: ref, UID: uid, Artifacts: make([]inspectedArtifact, 0, len(v.References))}
+	result := inspection{Vector: ref, UID: uid, Artifacts: make([]inspectedArtifact, 0, len(v.Artifacts))}
 	if uid == "" {
 		result.UID, result.UIDPlaceholder = string(placeholderUID), true
 	}
@@ -176,7 +176,7 @@ func inspect(ref string, v *ocm.Vector, uid string) (inspection, error) {
 	}
 	vd := &konfidencev1.VectorDeployment{ObjectMeta: metav1.ObjectMeta{UID: types.UID(result.UID)}, Spec: konfidencev1.VectorDeploymentSpec{Vector: ref}}
 	for i, d := range desiredArtifacts(scheme, vd, vectordeployment.ArtifactsOf(v)) {
-		result.Artifacts = append(result.Artifacts, inspectArtifact(d, v.Artifacts[i]))
+		result.Artifacts = append(result.Artifacts, inspectArtifact(d, v.Artifacts[i].Artifact))
 	}
 	return result, nil
 }

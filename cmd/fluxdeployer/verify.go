@@ -42,11 +42,11 @@ func newVectorVerifyCommand() *cobra.Command {
 				return err
 			}
 			client := ocm.NewClient(opts)
-			v, err := client.ResolveVector(cmd.Context(), args[0])
+			v, err := client.ResolveVector(cmd.Context(), args[0], ocm.Read{})
 			if err != nil {
 				return err
 			}
-			if err := client.VerifyVector(cmd.Context(), v, policy); err != nil {
+			if err := client.VerifyVector(cmd.Context(), v, policy, ocm.Read{}); err != nil {
 				return err
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "verified %s:%s (%s) and its %d artifacts\n", v.Component, v.Version, v.Digest, len(v.Artifacts))

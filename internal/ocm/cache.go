@@ -2,23 +2,8 @@ package ocm
 
 import (
 	"container/list"
-	"context"
 	"sync"
 )
-
-type bypassCacheKey struct{}
-
-// BypassCache makes the reads under ctx go to the registry and refresh the cache with what they find. A version is
-// immutable, yet a user who asks for a reconcile expects the registry to be asked: a component version pushed
-// again under the same version (against OCM's rules, but it happens) or one deleted shows up this way.
-func BypassCache(ctx context.Context) context.Context {
-	return context.WithValue(ctx, bypassCacheKey{}, true)
-}
-
-func bypassesCache(ctx context.Context) bool {
-	bypass, _ := ctx.Value(bypassCacheKey{}).(bool)
-	return bypass
-}
 
 // lru is a least-recently-used map bounded by entries and by bytes, safe for concurrent use. Component versions
 // are immutable, so entries never expire; the bounds only keep a long-running operator's memory flat. The byte
@@ -56,9 +41,9 @@ func newLRU[V any](name string, maxEntries int, maxBytes int64, sizeOf func(V) i
 	return c
 }
 
-// get misses when ctx bypasses the cache.
-func (c *lru[V]) get(ctx context.Context, key string) (V, bool) {
-	if c.order != nil && !bypassesCache(ctx) {
+// get misses when the read bypasses the cache (Read.BypassCache).
+func (c *lru[V]) get(key string, bypass bool) (V, bool) {
+	if c.order != nil && !bypass {
 		c.mu.Lock()
 		e, ok := c.entries[key]
 		if ok {

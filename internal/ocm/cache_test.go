@@ -1,26 +1,24 @@
 package ocm
 
 import (
-	"context"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestLRUEvictsLeastRecentlyUsed(t *testing.T) {
-	ctx := context.Background()
 	c := newLRU("test", 2, 1<<20, func(int) int64 { return 8 })
 	c.add("a", 1)
 	c.add("b", 2)
-	if v, ok := c.get(ctx, "a"); !ok || v != 1 { // a is now more recent than b
+	if v, ok := c.get("a", false); !ok || v != 1 { // a is now more recent than b
 		t.Fatalf("get(a) = %v, %v", v, ok)
 	}
 	c.add("c", 3)
-	if _, ok := c.get(ctx, "b"); ok {
+	if _, ok := c.get("b", false); ok {
 		t.Error("b survived although it was least recently used")
 	}
 	for k, want := range map[string]int{"a": 1, "c": 3} {
-		if v, ok := c.get(ctx, k); !ok || v != want {
+		if v, ok := c.get(k, false); !ok || v != want {
 			t.Errorf("get(%s) = %v, %v; want %v", k, v, ok, want)
 		}
 	}
@@ -30,7 +28,7 @@ func TestLRUEvictsLeastRecentlyUsed(t *testing.T) {
 
 	off := newLRU("test", -1, 1<<20, func(int) int64 { return 8 })
 	off.add("a", 1)
-	if _, ok := off.get(ctx, "a"); ok {
+	if _, ok := off.get("a", false); ok {
 		t.Error("disabled cache returned an entry")
 	}
 }
@@ -39,23 +37,22 @@ func TestLRUEvictsLeastRecentlyUsed(t *testing.T) {
 // an entry larger than the bound is not cached and drops the entry it would replace; the accounting returns to
 // zero when every entry is gone.
 func TestLRUBoundsBytes(t *testing.T) {
-	ctx := context.Background()
 	size := func(v []byte) int64 { return int64(len(v)) }
 	entry := func(key string, n int) int64 { return int64(n+len(key)) + lruEntryOverhead }
 	c := newLRU("test-bytes", 100, 3*entry("a", 1000), size)
 	for _, key := range []string{"a", "b", "c"} {
 		c.add(key, make([]byte, 1000))
 	}
-	c.get(ctx, "a") // a is now more recent than b
+	c.get("a", false) // a is now more recent than b
 	c.add("d", make([]byte, 1000))
-	if _, ok := c.get(ctx, "b"); ok {
+	if _, ok := c.get("b", false); ok {
 		t.Error("b survived although the bytes were over the bound and b was least recently used")
 	}
 	if c.order.Len() != 3 || c.bytes != 3*entry("a", 1000) {
 		t.Errorf("%d entries of %d bytes, want 3 of %d", c.order.Len(), c.bytes, 3*entry("a", 1000))
 	}
 	c.add("a", make([]byte, 4000)) // larger than the bound
-	if _, ok := c.get(ctx, "a"); ok || c.order.Len() != 2 || c.bytes != 2*entry("a", 1000) {
+	if _, ok := c.get("a", false); ok || c.order.Len() != 2 || c.bytes != 2*entry("a", 1000) {
 		t.Errorf("an entry above the bound: cached %v, %d entries of %d bytes", ok, c.order.Len(), c.bytes)
 	}
 	c.remove("c")
@@ -90,11 +87,10 @@ func TestCacheKeyNormalisesRepositorySpelling(t *testing.T) {
 func TestLRUCountsLookups(t *testing.T) {
 	hits, misses := cacheLookups.WithLabelValues("counted", "hit"), cacheLookups.WithLabelValues("counted", "miss")
 	c := newLRU("counted", 1, 1<<20, func(int) int64 { return 8 })
-	ctx := context.Background()
-	c.get(ctx, "a")
+	c.get("a", false)
 	c.add("a", 1)
-	c.get(ctx, "a")
-	c.get(ctx, "a")
+	c.get("a", false)
+	c.get("a", false)
 	if h, m := testutil.ToFloat64(hits), testutil.ToFloat64(misses); h != 2 || m != 1 {
 		t.Errorf("%v hits and %v misses, want 2 and 1", h, m)
 	}

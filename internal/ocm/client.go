@@ -118,6 +118,18 @@ func setDefault[T int | int64 | time.Duration](field *T, value T) {
 	}
 }
 
+// Read says how one ResolveVector or VerifyVector call reads, beside the Client's Options.
+type Read struct {
+	// Credentials are presented ahead of Options.Credentials and the CredentialStore: the operator passes those of
+	// one VectorDeployment's reads, read for that reconcile from the Secrets it may use. Reads under different
+	// credentials never share cached results or tokens.
+	Credentials Credentials
+	// BypassCache makes the reads go to the registry and refresh the cache with what they find. A version is
+	// immutable, yet a user who asks for a reconcile expects the registry to be asked: a component version pushed
+	// again under the same version (against OCM's rules, but it happens) or one deleted shows up this way.
+	BypassCache bool
+}
+
 // Client reads vectors and artifacts from OCI registries and CTF directories. It is safe for concurrent use;
 // share one per process so its cache and registry tokens are shared.
 type Client struct {

@@ -92,22 +92,11 @@ func registryHost(key string) string {
 	return host
 }
 
-type credentialsKey struct{}
-
-// WithCredentials makes the reads under ctx present these credentials, ahead of Options.Credentials and the
-// CredentialStore: the operator passes the credentials of one VectorDeployment's reads this way, read for that
-// reconcile from the Secrets it may use. Reads under different credentials never share cached results or tokens.
-func WithCredentials(ctx context.Context, creds Credentials) context.Context {
-	return context.WithValue(ctx, credentialsKey{}, creds)
-}
-
-// credential finds the credential for a registry host: the context's first, then Options.Credentials, then the
-// CredentialStore, else anonymous.
-func (c *Client) credential(ctx context.Context, hostport string) (auth.Credential, error) {
-	if creds, _ := ctx.Value(credentialsKey{}).(Credentials); creds != nil {
-		if cred, ok := creds[hostport]; ok {
-			return cred, nil
-		}
+// credential finds the credential for a registry host: the read's first (Read.Credentials), then
+// Options.Credentials, then the CredentialStore, else anonymous.
+func (c *Client) credential(ctx context.Context, hostport string, creds Credentials) (auth.Credential, error) {
+	if cred, ok := creds[hostport]; ok {
+		return cred, nil
 	}
 	if cred, ok := c.opts.Credentials[hostport]; ok || c.opts.CredentialStore == nil {
 		return cred, nil // the zero value is auth.EmptyCredential: anonymous
@@ -133,18 +122,18 @@ type access struct {
 }
 
 // access decides the credential r's reads present.
-func (c *Client) access(ctx context.Context, r Ref) (access, error) {
+func (c *Client) access(ctx context.Context, r Ref, creds Credentials) (access, error) {
 	if r.IsCTF() {
 		return access{}, nil
 	}
-	return c.hostAccess(ctx, r.Host(), r.PlainHTTP(), r.Describe())
+	return c.hostAccess(ctx, r.Host(), r.PlainHTTP(), r.Describe(), creds)
 }
 
 // hostAccess decides the credential the reads of a registry host present, for ref. Credentials go in clear only
 // to the hosts Options.InsecureCredentialHosts lists: the scheme is the reference's, i.e. the tenant's, to choose.
-func (c *Client) hostAccess(ctx context.Context, host string, plainHTTP bool, ref string) (access, error) {
+func (c *Client) hostAccess(ctx context.Context, host string, plainHTTP bool, ref string, creds Credentials) (access, error) {
 	a := access{host: host}
-	cred, err := c.credential(ctx, a.host)
+	cred, err := c.credential(ctx, a.host, creds)
 	switch {
 	case err != nil:
 		return a, &Error{Reason: ReasonUnauthorized, Ref: ref, Err: err}
@@ -177,11 +166,10 @@ func credentialID(cred auth.Credential) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// credentialsID identifies the credentials the reads under ctx present (WithCredentials), for the cache keys of
-// outcomes that depend on what those reads could see: one tenant's verification, which read a private registry
-// with its credentials, is not served to another tenant.
-func credentialsID(ctx context.Context) string {
-	creds, _ := ctx.Value(credentialsKey{}).(Credentials)
+// credentialsID identifies the credentials a read presents (Read.Credentials), for the cache keys of outcomes that
+// depend on what those reads could see: one tenant's verification, which read a private registry with its
+// credentials, is not served to another tenant.
+func credentialsID(creds Credentials) string {
 	h := sha256.New()
 	for _, host := range slices.Sorted(maps.Keys(creds)) {
 		_, _ = fmt.Fprintf(h, "%d:%s %s\n", len(host), host, credentialID(creds[host])) // a hash.Hash never fails to write

@@ -12,7 +12,7 @@ import (
 
 // TestCredentialsAreNeverSentInClear: credentials configured for a registry host (here keyed https://HOST, as a
 // docker login writes them) are not sent when a reference asks for http://HOST, whether they are the client's
-// or the context's; the failure says why. Only a host the operator allows gets them in clear (issue 9, finding 5).
+// or the context's; the failure says why. Only a host the operator allows gets them in clear.
 func TestCredentialsAreNeverSentInClear(t *testing.T) {
 	reg := ocmtest.NewRegistry(t, ocmtest.WithBasicAuth("robot", "s3cr3t-pw"))
 	a := ocmtest.Artifact("acme.org/artifacts/a", "1.0.0", "cloud.konfidence.flux.helm", true)
@@ -26,10 +26,10 @@ func TestCredentialsAreNeverSentInClear(t *testing.T) {
 	ctx := context.Background()
 	for name, resolve := range map[string]func() (*ocm.Vector, error){
 		"client credentials": func() (*ocm.Vector, error) {
-			return ocm.NewClient(ocm.Options{Credentials: creds}).ResolveVector(ctx, ref)
+			return ocm.NewClient(ocm.Options{Credentials: creds}).ResolveVector(ctx, ref, ocm.Read{})
 		},
-		"context credentials": func() (*ocm.Vector, error) {
-			return ocm.NewClient(ocm.Options{}).ResolveVector(ocm.WithCredentials(ctx, creds), ref)
+		"read credentials": func() (*ocm.Vector, error) {
+			return ocm.NewClient(ocm.Options{}).ResolveVector(ctx, ref, ocm.Read{Credentials: creds})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -42,7 +42,7 @@ func TestCredentialsAreNeverSentInClear(t *testing.T) {
 	}
 
 	allowed := ocm.NewClient(ocm.Options{Credentials: creds, InsecureCredentialHosts: []string{reg.Host}})
-	if _, err := allowed.ResolveVector(ctx, ref); err != nil {
+	if _, err := allowed.ResolveVector(ctx, ref, ocm.Read{}); err != nil {
 		t.Fatalf("with the host allowed: %v", err)
 	}
 	if len(reg.Authorizations()) == pushed {
@@ -59,26 +59,27 @@ func TestCachedReadsStayWithTheirCredentials(t *testing.T) {
 	reg.Push(t, "", a, ocmtest.Vector(vectorName, "1.0.0", a))
 	ref := reg.Ref("", vectorName, "1.0.0")
 	c := ocm.NewClient(ocm.Options{RootCAs: reg.CertPool()})
-	tenant := func(user, password string) context.Context {
-		return ocm.WithCredentials(context.Background(), ocm.Credentials{reg.Host: auth.Credential{Username: user, Password: password}})
+	ctx := context.Background()
+	tenant := func(user, password string) ocm.Read {
+		return ocm.Read{Credentials: ocm.Credentials{reg.Host: auth.Credential{Username: user, Password: password}}}
 	}
 
-	if _, err := c.ResolveVector(tenant("robot", "pw"), ref); err != nil {
+	if _, err := c.ResolveVector(ctx, ref, tenant("robot", "pw")); err != nil {
 		t.Fatal(err)
 	}
-	for name, ctx := range map[string]context.Context{
-		"no credentials":    context.Background(),
+	for name, read := range map[string]ocm.Read{
+		"no credentials":    {},
 		"other credentials": tenant("robot", "guess"),
 	} {
 		before := reg.Requests()
-		_, err := c.ResolveVector(ctx, ref)
+		_, err := c.ResolveVector(ctx, ref, read)
 		assertError(t, err, ocm.ErrUnauthorized, false)
 		if reg.Requests() == before {
 			t.Errorf("%s: answered from the cache", name)
 		}
 	}
 	before := reg.Requests()
-	if _, err := c.ResolveVector(tenant("robot", "pw"), ref); err != nil || reg.Requests() != before {
+	if _, err := c.ResolveVector(ctx, ref, tenant("robot", "pw")); err != nil || reg.Requests() != before {
 		t.Errorf("the same credentials again: %d registry requests, %v; want 0, served from the cache", reg.Requests()-before, err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // TestDecodesAreBoundedAcrossTheProcess: however many reads decode at once, at most maxConcurrentDecodes decodes
-// run; a read whose context ends while it waits for a slot fails as RegistryUnavailable (issue 9, finding 2).
+// run; a read whose context ends while it waits for a slot fails as RegistryUnavailable.
 func TestDecodesAreBoundedAcrossTheProcess(t *testing.T) {
 	var running, most atomic.Int32
 	var wg sync.WaitGroup

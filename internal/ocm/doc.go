@@ -26,8 +26,8 @@
 // digest the vector pins it with, and each artifact resource's digest against its content. Resources report the
 // digest they are pinned by (Resource.Digest).
 //
-// Consumers depend on the one-method Resolver interface; Client implements it. A Client caches resolved
-// versions (they are immutable), so a steady-state resync costs no registry request. Every error is an *Error
+// A Client caches resolved versions (they are immutable), so a steady-state resync costs no registry request; each
+// call says with which credentials it reads and whether it bypasses the cache (Read). Every error is an *Error
 // whose Reason is fit for a Kubernetes condition; IsPermanent tells a reconciler whether to retry.
 //
 // The wire format follows OCM's specification (ocm-spec: component descriptor v2, the OCI repository mapping and

@@ -18,17 +18,17 @@ func publishedVector(t *testing.T, reg *ocmtest.Registry) string {
 }
 
 // TestAllowedRegistries: with an allow-list, a reference to another registry host is refused before any request
-// is sent to it (issue 9, finding 11).
+// is sent to it.
 func TestAllowedRegistries(t *testing.T) {
 	allowed, other := ocmtest.NewRegistry(t), ocmtest.NewRegistry(t)
 	allowedRef, otherRef := publishedVector(t, allowed), publishedVector(t, other)
 	c := ocm.NewClient(ocm.Options{AllowedHosts: []string{allowed.Host}})
 	ctx := context.Background()
-	if _, err := c.ResolveVector(ctx, allowedRef); err != nil {
+	if _, err := c.ResolveVector(ctx, allowedRef, ocm.Read{}); err != nil {
 		t.Fatal(err)
 	}
 	before := other.Requests()
-	_, err := c.ResolveVector(ctx, otherRef)
+	_, err := c.ResolveVector(ctx, otherRef, ocm.Read{})
 	assertError(t, err, ocm.ErrRegistryNotAllowed, true)
 	if n := other.Requests() - before; n != 0 {
 		t.Errorf("the registry not allowed received %d requests", n)
@@ -37,7 +37,7 @@ func TestAllowedRegistries(t *testing.T) {
 
 // TestHangingRegistryHoldsItsSlotsOnly: a registry that never answers holds HostConcurrency reads; a further read
 // of it gives up after HostWait as RegistryBusy, a read of another registry is not held up, and the hanging read
-// ends at the client's timeout (issue 9, finding 11).
+// ends at the client's timeout.
 func TestHangingRegistryHoldsItsSlotsOnly(t *testing.T) {
 	hanging, healthy := ocmtest.NewRegistry(t), ocmtest.NewRegistry(t)
 	hangingRef, healthyRef := publishedVector(t, hanging), publishedVector(t, healthy)
@@ -48,15 +48,15 @@ func TestHangingRegistryHoldsItsSlotsOnly(t *testing.T) {
 
 	held := make(chan error, 1)
 	go func() {
-		_, err := c.ResolveVector(ctx, hangingRef)
+		_, err := c.ResolveVector(ctx, hangingRef, ocm.Read{})
 		held <- err
 	}()
 	for hanging.Requests() == published { // the first read has its slot once its request arrives
 		time.Sleep(10 * time.Millisecond)
 	}
-	_, err := c.ResolveVector(ctx, hangingRef)
+	_, err := c.ResolveVector(ctx, hangingRef, ocm.Read{})
 	assertError(t, err, ocm.ErrRegistryBusy, false)
-	if _, err := c.ResolveVector(ctx, healthyRef); err != nil {
+	if _, err := c.ResolveVector(ctx, healthyRef, ocm.Read{}); err != nil {
 		t.Errorf("the healthy registry: %v", err)
 	}
 	select {

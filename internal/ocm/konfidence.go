@@ -22,14 +22,6 @@ const (
 	ResourceTypeTaskManifest     = "cloud.konfidence.artifact.task.manifest"
 )
 
-// Resolver resolves a vector reference to the vector and its artifacts. Client implements it; consumers hold
-// this interface so they can be tested against a CTF directory or an in-process registry.
-type Resolver interface {
-	ResolveVector(ctx context.Context, ref string) (*Vector, error)
-}
-
-var _ Resolver = (*Client)(nil)
-
 // Vector is a resolved vector: a component version whose component references are the artifacts to deploy.
 // Values returned by a Client may be shared with its cache and must not be modified.
 type Vector struct {
@@ -37,15 +29,8 @@ type Vector struct {
 	Version   string
 	// Digest is the vector's manifest (or index) digest.
 	Digest string
-	// References are the vector's component references as component:version, in the descriptor's order.
-	// Components, Artifacts and Errors are aligned with them.
-	References []string
-	// Components are the referenced component names.
-	Components []string
-	// Artifacts are the resolved artifacts; an entry is nil when that artifact failed.
-	Artifacts []*Artifact
-	// Errors holds, for each artifact that failed, why; nil entries resolved.
-	Errors []error
+	// Artifacts are the vector's component references, in the descriptor's order, each read or failed.
+	Artifacts []ReferencedArtifact
 
 	// What VerifyVector checks, kept in place of the descriptor: the component references with the digests that
 	// pin the artifacts (aligned with References), and the signatures with the descriptor's digests (nil when
@@ -53,6 +38,17 @@ type Vector struct {
 	refs      []spec.Reference
 	signed    *signing.Signed
 	signedErr error
+}
+
+// ReferencedArtifact is one component reference of a vector and what reading it gave.
+type ReferencedArtifact struct {
+	// Ref is the reference as component:version.
+	Ref string
+	// Component is the referenced component's name, also when the artifact failed.
+	Component string
+	// Artifact is nil when the artifact failed, and Err says why.
+	Artifact *Artifact
+	Err      error
 }
 
 // Artifact is a resolved artifact component version.
@@ -126,10 +122,10 @@ type artifactManifest struct {
 // (Konfidence copies artifacts there before publishing a vector). Versions are immutable, so results are
 // cached; aliases such as "latest" are re-read every time.
 //
-// One artifact failing does not fail the others: the vector comes back with that artifact's entry nil and its
-// reason in Errors, together with an error joining every artifact failure. A nil vector means the vector itself
-// could not be read.
-func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error) {
+// One artifact failing does not fail the others: the vector comes back with that artifact's entry failed, with its
+// reason, together with an error joining every artifact failure. A nil vector means the vector itself could not be
+// read.
+func (c *Client) ResolveVector(ctx context.Context, ref string, read Read) (*Vector, error) {
 	r, err := ParseRef(ref)
 	if err != nil {
 		return nil, err
@@ -137,12 +133,12 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 	if err := c.allowed(r); err != nil {
 		return nil, err
 	}
-	a, err := c.access(ctx, r)
+	a, err := c.access(ctx, r, read.Credentials)
 	if err != nil {
 		return nil, err
 	}
 	key := cacheKey(r, a)
-	if v, ok := c.vectors.get(ctx, key); ok {
+	if v, ok := c.vectors.get(key, read.BypassCache); ok {
 		return v, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
@@ -163,14 +159,11 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 		return nil, newError(ReasonTooManyReferences, r.Describe(), "the vector references %d components, at most %d are read", len(refs), c.opts.MaxReferences)
 	}
 	v := &Vector{
-		Component:  cv.descriptor.Component.Name,
-		Version:    cv.descriptor.Component.Version,
-		Digest:     cv.digest,
-		References: make([]string, len(refs)),
-		Components: make([]string, len(refs)),
-		Artifacts:  make([]*Artifact, len(refs)),
-		Errors:     make([]error, len(refs)),
-		refs:       refs,
+		Component: cv.descriptor.Component.Name,
+		Version:   cv.descriptor.Component.Version,
+		Digest:    cv.digest,
+		Artifacts: make([]ReferencedArtifact, len(refs)),
+		refs:      refs,
 	}
 	if len(cv.descriptor.Signatures) > 0 {
 		// Only a signed vector can pass VerifyVector, so only for one are the digests computed, and they are
@@ -185,11 +178,11 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 	var g errgroup.Group // no shared context: one artifact's failure must not cancel the others
 	g.SetLimit(c.opts.Concurrency)
 	for i, cref := range refs {
-		v.References[i] = cref.ComponentName + ":" + cref.Version
-		v.Components[i] = cref.ComponentName
+		entry := &v.Artifacts[i]
+		entry.Ref, entry.Component = cref.ComponentName+":"+cref.Version, cref.ComponentName
 		ar, err := r.sibling(cref.ComponentName, cref.Version)
 		if err != nil {
-			v.Errors[i] = err
+			entry.Err = err
 			continue
 		}
 		var pin *spec.Digest // the digest VerifyVector will check the artifact against
@@ -197,13 +190,13 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 			pin = cref.Digest
 		}
 		g.Go(func() error {
-			v.Artifacts[i], v.Errors[i] = c.resolveArtifact(ctx, ar, a, pin)
-			v.Errors[i] = a.explain(v.Errors[i])
+			entry.Artifact, entry.Err = c.resolveArtifact(ctx, ar, a, pin, read.BypassCache)
+			entry.Err = a.explain(entry.Err)
 			return nil
 		})
 	}
-	_ = g.Wait() // the goroutines report through v.Errors
-	if err := errors.Join(v.Errors...); err != nil {
+	_ = g.Wait() // the goroutines report through the entries
+	if err := v.artifactErrors(); err != nil {
 		return v, err // not cached: a retry may heal a transient failure
 	}
 	if isVersion(r.Version) {
@@ -212,11 +205,20 @@ func (c *Client) ResolveVector(ctx context.Context, ref string) (*Vector, error)
 	return v, nil
 }
 
+// artifactErrors joins the failures of the vector's artifacts.
+func (v *Vector) artifactErrors() error {
+	errs := make([]error, len(v.Artifacts))
+	for i, a := range v.Artifacts {
+		errs[i] = a.Err
+	}
+	return errors.Join(errs...)
+}
+
 // resolveArtifact reads an artifact in the vector's repository, with the vector's access. With pin, the artifact
 // carries its descriptor's digest under pin's algorithms; a cached one without it is read again.
-func (c *Client) resolveArtifact(ctx context.Context, r Ref, acc access, pin *spec.Digest) (*Artifact, error) {
+func (c *Client) resolveArtifact(ctx context.Context, r Ref, acc access, pin *spec.Digest, bypassCache bool) (*Artifact, error) {
 	key := cacheKey(r, acc)
-	cached, ok := c.artifacts.get(ctx, key)
+	cached, ok := c.artifacts.get(key, bypassCache)
 	if ok && (pin == nil || cached.hasDigest(pin)) {
 		return cached, nil
 	}

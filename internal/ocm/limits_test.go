@@ -32,7 +32,7 @@ func yamlHead(component, version string) string {
 
 // TestDescriptorLimits: a descriptor above the size limit, a descriptor that is not JSON under a JSON media type,
 // a manifest above its limit and a vector of too many references are each refused with a specific reason, in a
-// registry and in a CTF; a YAML descriptor under a YAML media type still reads (issue 9, finding 2).
+// registry and in a CTF; a YAML descriptor under a YAML media type still reads.
 func TestDescriptorLimits(t *testing.T) {
 	oversized := ocmtest.ComponentVersion{Name: vectorName, Version: "1.0.0-oversized",
 		RawDescriptor: descriptorOfSize(jsonHead(vectorName, "1.0.0-oversized")+`"resources":[`, `{}`, `]}}`, ocm.DefaultMaxDescriptorSize+1024)}
@@ -65,7 +65,7 @@ func TestDescriptorLimits(t *testing.T) {
 			{manyRefs, ocm.ErrTooManyReferences, true, "513"},
 		} {
 			t.Run(b.name+"/"+tc.cv.Version, func(t *testing.T) {
-				v, err := c.ResolveVector(context.Background(), b.ref(tc.cv.Name, tc.cv.Version))
+				v, err := c.ResolveVector(context.Background(), b.ref(tc.cv.Name, tc.cv.Version), ocm.Read{})
 				if v != nil {
 					t.Fatalf("resolved %+v", v)
 				}
@@ -76,14 +76,14 @@ func TestDescriptorLimits(t *testing.T) {
 			})
 		}
 		t.Run(b.name+"/manifest", func(t *testing.T) {
-			v, err := c.ResolveVector(context.Background(), b.ref(manyBlobsVector.Name, manyBlobsVector.Version))
-			if v == nil || !strings.Contains(fmt.Sprint(v.Errors[0]), "manifest") {
+			v, err := c.ResolveVector(context.Background(), b.ref(manyBlobsVector.Name, manyBlobsVector.Version), ocm.Read{})
+			if v == nil || !strings.Contains(fmt.Sprint(v.Artifacts[0].Err), "manifest") {
 				t.Fatalf("vector %+v, %v", v, err)
 			}
-			assertError(t, v.Errors[0], ocm.ErrBlobTooLarge, false)
+			assertError(t, v.Artifacts[0].Err, ocm.ErrBlobTooLarge, false)
 		})
 		t.Run(b.name+"/yaml-media-type", func(t *testing.T) {
-			if v, err := c.ResolveVector(context.Background(), b.ref(yamlAsYAML.Name, yamlAsYAML.Version)); err != nil || v.Version != yamlAsYAML.Version {
+			if v, err := c.ResolveVector(context.Background(), b.ref(yamlAsYAML.Name, yamlAsYAML.Version), ocm.Read{}); err != nil || v.Version != yamlAsYAML.Version {
 				t.Errorf("YAML descriptor under a YAML media type: %+v, %v", v, err)
 			}
 		})
@@ -127,8 +127,8 @@ func peakHeap(f func()) (peak, allocated uint64) {
 }
 
 // BenchmarkWorstAcceptedDescriptor resolves, with a fresh client each time, vectors whose descriptor is the most
-// expensive shape found per encoding at the size limit, and reports the peak heap of one resolve (issue 9,
-// finding 2: no accepted input may cost more than ~32 MiB). The shapes: an array of empty objects decodes into
+// expensive shape found per encoding at the size limit, and reports the peak heap of one resolve: no
+// accepted input may cost more than ~32 MiB. The shapes: an array of empty objects decodes into
 // a slice of large structs (~150× its bytes); YAML builds a generic tree and re-encodes it as JSON first.
 func BenchmarkWorstAcceptedDescriptor(b *testing.B) {
 	reg := ocmtest.NewRegistry(b)
@@ -153,7 +153,7 @@ func BenchmarkWorstAcceptedDescriptor(b *testing.B) {
 			for b.Loop() {
 				p, a := peakHeap(func() {
 					// The references shape is refused (TooManyReferences) after decoding: its cost is paid anyway.
-					if _, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), ref); err != nil && ocm.ReasonOf(err) != ocm.ReasonTooManyReferences {
+					if _, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), ref, ocm.Read{}); err != nil && ocm.ReasonOf(err) != ocm.ReasonTooManyReferences {
 						b.Fatal(err)
 					}
 				})

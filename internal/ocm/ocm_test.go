@@ -74,7 +74,7 @@ func TestResolveVectorRoundTrip(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			b.publish(t, append(artifacts, vector)...)
-			v, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), b.ref(vector.Name, vector.Version))
+			v, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), b.ref(vector.Name, vector.Version), ocm.Read{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,8 +85,8 @@ func TestResolveVectorRoundTrip(t *testing.T) {
 				t.Fatalf("%d artifacts, want %d", len(v.Artifacts), len(artifacts))
 			}
 			wantAccess := `{"imageReference":"ghcr.io/stefanprodan/charts/podinfo:6.9.1","type":"ociArtifact"}`
-			for i, a := range v.Artifacts {
-				want := artifacts[i]
+			for i, entry := range v.Artifacts {
+				a, want := entry.Artifact, artifacts[i]
 				var m struct {
 					Type       string `json:"type"`
 					AllowReuse bool   `json:"allowReuse"`
@@ -101,12 +101,12 @@ func TestResolveVectorRoundTrip(t *testing.T) {
 					t.Errorf("artifact %d resources = %+v, want the chart with access %s", i, a.Resources, wantAccess)
 				}
 			}
-			tasks := v.Artifacts[0].Tasks
+			tasks := v.Artifacts[0].Artifact.Tasks
 			if len(tasks) != 2 || tasks[1].Name != "seed-data" || tasks[1].DependsOn[0] != "migrate-db" || string(tasks[1].Spec) != `{"image":"seed:1.0"}` {
 				t.Errorf("tasks = %+v", tasks)
 			}
-			if len(v.Artifacts[1].Tasks) != 0 {
-				t.Errorf("artifact without task manifests has tasks %+v", v.Artifacts[1].Tasks)
+			if len(v.Artifacts[1].Artifact.Tasks) != 0 {
+				t.Errorf("artifact without task manifests has tasks %+v", v.Artifacts[1].Artifact.Tasks)
 			}
 		})
 	}
@@ -121,12 +121,12 @@ func TestResolveVectorManyArtifactsKeepsOrder(t *testing.T) {
 	}
 	reg.Push(t, "", artifacts...)
 	reg.Push(t, "", ocmtest.Vector(vectorName, "1.0.0", artifacts...))
-	v, err := ocm.NewClient(ocm.Options{Concurrency: 8}).ResolveVector(context.Background(), reg.Ref("", vectorName, "1.0.0"))
+	v, err := ocm.NewClient(ocm.Options{Concurrency: 8}).ResolveVector(context.Background(), reg.Ref("", vectorName, "1.0.0"), ocm.Read{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, a := range v.Artifacts {
-		if a.Component != artifacts[i].Name || a.AllowReuse != (i%2 == 0) {
+	for i, entry := range v.Artifacts {
+		if a := entry.Artifact; a.Component != artifacts[i].Name || a.AllowReuse != (i%2 == 0) {
 			t.Fatalf("artifact %d = %s (reuse %v), want %s", i, a.Component, a.AllowReuse, artifacts[i].Name)
 		}
 	}
@@ -140,7 +140,7 @@ func TestResolveVectorNullArrays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), dir+"//"+vectorName+":1.0.0")
+	v, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), dir+"//"+vectorName+":1.0.0", ocm.Read{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,17 +211,17 @@ func TestResolveVectorErrors(t *testing.T) {
 			"ctf":      dir + "//" + vector.Name + ":" + vector.Version,
 		} {
 			t.Run(tt.artifact.Name+"/"+name, func(t *testing.T) {
-				v, err := ocm.NewClient(ocm.Options{MaxBlobSize: 32 << 10}).ResolveVector(context.Background(), ref)
+				v, err := ocm.NewClient(ocm.Options{MaxBlobSize: 32 << 10}).ResolveVector(context.Background(), ref, ocm.Read{})
 				assertError(t, err, tt.want, tt.permanent)
 				if !strings.Contains(err.Error(), tt.artifact.Name) {
 					t.Errorf("error %q does not name the failing artifact", err)
 				}
 				// The failure is the broken artifact's alone: the good one still resolves.
-				if v == nil || v.Artifacts[0] == nil || v.Artifacts[0].Component != good.Name || v.Errors[0] != nil {
+				if v == nil || v.Artifacts[0].Artifact == nil || v.Artifacts[0].Artifact.Component != good.Name || v.Artifacts[0].Err != nil {
 					t.Fatalf("the good artifact did not resolve beside the broken one: %+v", v)
 				}
-				if v.Artifacts[1] != nil || !errors.Is(v.Errors[1], tt.want) || v.References[1] != tt.artifact.Name+":"+tt.artifact.Version {
-					t.Errorf("broken artifact: %+v, error %v, reference %s", v.Artifacts[1], v.Errors[1], v.References[1])
+				if v.Artifacts[1].Artifact != nil || !errors.Is(v.Artifacts[1].Err, tt.want) || v.Artifacts[1].Ref != tt.artifact.Name+":"+tt.artifact.Version {
+					t.Errorf("broken artifact: %+v, error %v, reference %s", v.Artifacts[1].Artifact, v.Artifacts[1].Err, v.Artifacts[1].Ref)
 				}
 			})
 		}
@@ -246,15 +246,15 @@ func assertError(t *testing.T, err error, want *ocm.Error, permanent bool) {
 func TestResolveVectorNotFoundAndInvalid(t *testing.T) {
 	reg := ocmtest.NewRegistry(t)
 	c := ocm.NewClient(ocm.Options{})
-	_, err := c.ResolveVector(context.Background(), reg.Ref("", vectorName, "9.9.9"))
+	_, err := c.ResolveVector(context.Background(), reg.Ref("", vectorName, "9.9.9"), ocm.Read{})
 	assertError(t, err, ocm.ErrNotFound, false)
-	_, err = c.ResolveVector(context.Background(), "ctf::"+t.TempDir()+"//"+vectorName+":9.9.9")
+	_, err = c.ResolveVector(context.Background(), "ctf::"+t.TempDir()+"//"+vectorName+":9.9.9", ocm.Read{})
 	assertError(t, err, ocm.ErrNotFound, false)
-	_, err = c.ResolveVector(context.Background(), reg.Ref("", vectorName, "")+"x/y")
+	_, err = c.ResolveVector(context.Background(), reg.Ref("", vectorName, "")+"x/y", ocm.Read{})
 	assertError(t, err, ocm.ErrReferenceInvalid, true)
-	_, err = c.ResolveVector(context.Background(), strings.TrimSuffix(reg.Ref("", vectorName, "x"), ":x"))
+	_, err = c.ResolveVector(context.Background(), strings.TrimSuffix(reg.Ref("", vectorName, "x"), ":x"), ocm.Read{})
 	assertError(t, err, ocm.ErrReferenceInvalid, true)
-	_, err = c.ResolveVector(context.Background(), "ctf::/tmp/x.tgz//"+vectorName+":1.0.0")
+	_, err = c.ResolveVector(context.Background(), "ctf::/tmp/x.tgz//"+vectorName+":1.0.0", ocm.Read{})
 	assertError(t, err, ocm.ErrReferenceInvalid, true)
 }
 
@@ -269,7 +269,7 @@ func TestErrorsNameTheRepositoryForAPerson(t *testing.T) {
 		reg.Ref("", vectorName, "9.9.9"):             vectorName + ":9.9.9 in OCI registry http://" + reg.Host,
 		"ctf::" + dir + "//" + vectorName + ":9.9.9": vectorName + ":9.9.9 in CTF directory " + dir,
 	} {
-		_, err := c.ResolveVector(context.Background(), ref)
+		_, err := c.ResolveVector(context.Background(), ref, ocm.Read{})
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "Repository/v1") ||
 			strings.Contains(err.Error(), "CommonTransportFormat") {
 			t.Errorf("%s: error %v, want it to name %q and no OCM repository type", ref, err, want)
@@ -284,14 +284,14 @@ func TestResolveVectorBasicAuth(t *testing.T) {
 	ref := reg.Ref(subPath, vectorName, "1.0.0")
 	ctx := context.Background()
 
-	_, err := ocm.NewClient(ocm.Options{RootCAs: reg.CertPool()}).ResolveVector(ctx, ref)
+	_, err := ocm.NewClient(ocm.Options{RootCAs: reg.CertPool()}).ResolveVector(ctx, ref, ocm.Read{})
 	assertError(t, err, ocm.ErrUnauthorized, false)
 
 	wrong := ocm.Credentials{}
 	if err := wrong.AddDockerConfigJSON([]byte(`{"auths":{"` + reg.Host + `":{"username":"robot","password":"wrong-pw"}}}`)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = ocm.NewClient(ocm.Options{Credentials: wrong, RootCAs: reg.CertPool()}).ResolveVector(ctx, ref)
+	_, err = ocm.NewClient(ocm.Options{Credentials: wrong, RootCAs: reg.CertPool()}).ResolveVector(ctx, ref, ocm.Read{})
 	assertError(t, err, ocm.ErrUnauthorized, false)
 	if strings.Contains(err.Error(), "wrong-pw") {
 		t.Errorf("error %q leaks the password", err)
@@ -305,11 +305,11 @@ func TestResolveVectorBasicAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := ocm.NewClient(ocm.Options{Credentials: creds, RootCAs: reg.CertPool()}).ResolveVector(ctx, ref)
+	v, err := ocm.NewClient(ocm.Options{Credentials: creds, RootCAs: reg.CertPool()}).ResolveVector(ctx, ref, ocm.Read{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(v.Artifacts) != 1 || v.Artifacts[0].Component != a.Name {
+	if len(v.Artifacts) != 1 || v.Artifacts[0].Artifact.Component != a.Name {
 		t.Errorf("artifacts = %+v", v.Artifacts)
 	}
 }
@@ -324,10 +324,10 @@ func TestResolveVectorTLS(t *testing.T) {
 	}
 	ctx := context.Background()
 
-	_, err := ocm.NewClient(ocm.Options{}).ResolveVector(ctx, ref)
+	_, err := ocm.NewClient(ocm.Options{}).ResolveVector(ctx, ref, ocm.Read{})
 	assertError(t, err, ocm.ErrTLS, false)
 
-	v, err := ocm.NewClient(ocm.Options{RootCAs: reg.CertPool()}).ResolveVector(ctx, "oci://"+ref)
+	v, err := ocm.NewClient(ocm.Options{RootCAs: reg.CertPool()}).ResolveVector(ctx, "oci://"+ref, ocm.Read{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func TestResolveVectorTLS(t *testing.T) {
 
 	// A plain-HTTP registry addressed without http:// is spoken to with TLS, which fails.
 	plain := ocmtest.NewRegistry(t)
-	_, err = ocm.NewClient(ocm.Options{}).ResolveVector(ctx, "https://"+plain.Host+"//"+vectorName+":1.0.0")
+	_, err = ocm.NewClient(ocm.Options{}).ResolveVector(ctx, "https://"+plain.Host+"//"+vectorName+":1.0.0", ocm.Read{})
 	assertError(t, err, ocm.ErrTLS, false)
 }
 
@@ -355,7 +355,7 @@ func TestResolveVectorCache(t *testing.T) {
 	resolve := func(version string) int64 {
 		t.Helper()
 		before := reg.Requests()
-		if _, err := c.ResolveVector(ctx, reg.Ref("", vectorName, version)); err != nil {
+		if _, err := c.ResolveVector(ctx, reg.Ref("", vectorName, version), ocm.Read{}); err != nil {
 			t.Fatal(err)
 		}
 		return reg.Requests() - before
@@ -373,7 +373,7 @@ func TestResolveVectorCache(t *testing.T) {
 
 	// A reconcile request re-reads the vector and its artifacts, and what it read serves the next resync.
 	before := reg.Requests()
-	if _, err := c.ResolveVector(ocm.BypassCache(ctx), reg.Ref("", vectorName, "1.0.0")); err != nil {
+	if _, err := c.ResolveVector(ctx, reg.Ref("", vectorName, "1.0.0"), ocm.Read{BypassCache: true}); err != nil {
 		t.Fatal(err)
 	}
 	if n := reg.Requests() - before; n < 3*6 {
@@ -394,7 +394,7 @@ func TestResolveVectorCache(t *testing.T) {
 	disabled := ocm.NewClient(ocm.Options{CacheSize: -1})
 	for range 2 {
 		before := reg.Requests()
-		if _, err := disabled.ResolveVector(ctx, reg.Ref("", vectorName, "1.0.0")); err != nil {
+		if _, err := disabled.ResolveVector(ctx, reg.Ref("", vectorName, "1.0.0"), ocm.Read{}); err != nil {
 			t.Fatal(err)
 		}
 		if reg.Requests() == before {
@@ -474,13 +474,13 @@ func TestResolveVectorManifestShapes(t *testing.T) {
 
 	// Docker manifests are not OCM component versions, even when tagged where one is expected.
 	pushRaw(t, reg, vectorName, "1.0.0", "application/vnd.docker.distribution.manifest.v2+json", []byte(`{}`))
-	_, err := c.ResolveVector(ctx, reg.Ref("", vectorName, "1.0.0"))
+	_, err := c.ResolveVector(ctx, reg.Ref("", vectorName, "1.0.0"), ocm.Read{})
 	assertError(t, err, ocm.ErrUnsupportedMediaType, true)
 
 	// A config without componentDescriptorLayer falls back to the first layer.
 	pushRaw(t, reg, vectorName, "2.0.0", "application/vnd.oci.image.manifest.v1+json", []byte(`{}`),
 		[]byte(`{"meta":{"schemaVersion":"v2"},"component":{"name":"`+vectorName+`","version":"2.0.0","provider":"p","componentReferences":null}}`))
-	v, err := c.ResolveVector(ctx, reg.Ref("", vectorName, "2.0.0"))
+	v, err := c.ResolveVector(ctx, reg.Ref("", vectorName, "2.0.0"), ocm.Read{})
 	if err != nil || v.Version != "2.0.0" {
 		t.Errorf("fallback to layers[0]: %+v, %v", v, err)
 	}
@@ -488,13 +488,13 @@ func TestResolveVectorManifestShapes(t *testing.T) {
 	// A descriptor of another component under this component's tag is refused.
 	pushRaw(t, reg, vectorName, "3.0.0", "application/vnd.oci.image.manifest.v1+json", []byte(`{}`),
 		[]byte(`{"meta":{"schemaVersion":"v2"},"component":{"name":"acme.org/other","version":"3.0.0","provider":"p"}}`))
-	_, err = c.ResolveVector(ctx, reg.Ref("", vectorName, "3.0.0"))
+	_, err = c.ResolveVector(ctx, reg.Ref("", vectorName, "3.0.0"), ocm.Read{})
 	assertError(t, err, ocm.ErrDescriptorMismatch, true)
 
 	// Component references come from a descriptor and are validated like parsed references.
 	bad := ocmtest.Vector(vectorName, "4.0.0", ocmtest.ComponentVersion{Name: "Not/A/Component", Version: "1.0.0"})
 	reg.Push(t, "", bad)
-	_, err = c.ResolveVector(ctx, reg.Ref("", vectorName, "4.0.0"))
+	_, err = c.ResolveVector(ctx, reg.Ref("", vectorName, "4.0.0"), ocm.Read{})
 	assertError(t, err, ocm.ErrReferenceInvalid, true)
 
 	// A local blob whose localReference is not among the layers.
@@ -502,7 +502,7 @@ func TestResolveVectorManifestShapes(t *testing.T) {
 	dangling.Resources[0].Blob = nil
 	dangling.Resources[0].Access = spec.LocalBlobAccess{Type: "localBlob", LocalReference: digest.FromString("gone").String(), MediaType: "application/json"}
 	reg.Push(t, "", dangling, ocmtest.Vector(vectorName, "5.0.0", dangling))
-	_, err = c.ResolveVector(ctx, reg.Ref("", vectorName, "5.0.0"))
+	_, err = c.ResolveVector(ctx, reg.Ref("", vectorName, "5.0.0"), ocm.Read{})
 	assertError(t, err, ocm.ErrNotFound, false)
 }
 
@@ -510,14 +510,14 @@ func TestResolveVectorTimeout(t *testing.T) {
 	reg := ocmtest.NewRegistry(t)
 	a := ocmtest.Artifact("acme.org/artifacts/a", "1.0.0", "x", true)
 	reg.Push(t, "", a, ocmtest.Vector(vectorName, "1.0.0", a))
-	_, err := ocm.NewClient(ocm.Options{Timeout: time.Nanosecond}).ResolveVector(context.Background(), reg.Ref("", vectorName, "1.0.0"))
+	_, err := ocm.NewClient(ocm.Options{Timeout: time.Nanosecond}).ResolveVector(context.Background(), reg.Ref("", vectorName, "1.0.0"), ocm.Read{})
 	assertError(t, err, ocm.ErrUnavailable, false)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("error %v does not wrap the deadline", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = ocm.NewClient(ocm.Options{}).ResolveVector(ctx, reg.Ref("", vectorName, "1.0.0"))
+	_, err = ocm.NewClient(ocm.Options{}).ResolveVector(ctx, reg.Ref("", vectorName, "1.0.0"), ocm.Read{})
 	assertError(t, err, ocm.ErrUnavailable, false)
 }
 
@@ -534,7 +534,7 @@ func BenchmarkResolveVector(b *testing.B) {
 	ref := reg.Ref("", vectorName, "1.0.0")
 	ctx := context.Background()
 	resolve := func(b *testing.B, c *ocm.Client) {
-		v, err := c.ResolveVector(ctx, ref)
+		v, err := c.ResolveVector(ctx, ref, ocm.Read{})
 		if err != nil || len(v.Artifacts) != 50 {
 			b.Fatalf("%d artifacts, %v", len(v.Artifacts), err)
 		}
@@ -568,15 +568,15 @@ func TestResolveVectorDescriptorMismatch(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			b.publish(t, good, impostor, vector)
-			v, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), b.ref(vector.Name, vector.Version))
+			v, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), b.ref(vector.Name, vector.Version), ocm.Read{})
 			assertError(t, err, ocm.ErrDescriptorMismatch, true)
-			if v == nil || v.References[1] != "acme.org/artifacts/frontend:2.0.0" || v.Components[1] != impostor.Name {
+			if v == nil || v.Artifacts[1].Ref != "acme.org/artifacts/frontend:2.0.0" || v.Artifacts[1].Component != impostor.Name {
 				t.Fatalf("vector %+v does not list the impostor's reference", v)
 			}
-			if v.Artifacts[1] != nil || !strings.Contains(v.Errors[1].Error(), "descriptor is for acme.org/artifacts/frontend:1.2.3+build.5") {
-				t.Errorf("impostor resolved as %+v (error %v)", v.Artifacts[1], v.Errors[1])
+			if v.Artifacts[1].Artifact != nil || !strings.Contains(v.Artifacts[1].Err.Error(), "descriptor is for acme.org/artifacts/frontend:1.2.3+build.5") {
+				t.Errorf("impostor resolved as %+v (error %v)", v.Artifacts[1].Artifact, v.Artifacts[1].Err)
 			}
-			a := v.Artifacts[0]
+			a := v.Artifacts[0].Artifact
 			if a == nil || !strings.HasSuffix(a.Source, "//"+good.Name+":"+good.Version+"@"+a.Digest) ||
 				b.name == "registry" && a.Source != b.ref(good.Name, good.Version)+"@"+a.Digest {
 				t.Errorf("good artifact %+v: want its source pinned by its digest", a)
@@ -607,12 +607,12 @@ func TestAmbiguousAccessIsRefused(t *testing.T) {
 			a.Resources[1].Access = tc.access
 			vector := ocmtest.Vector(vectorName, "1.0.0-"+tc.name, good, a)
 			reg.Push(t, "", good, a, vector)
-			v, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), reg.Ref("", vectorName, vector.Version))
+			v, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), reg.Ref("", vectorName, vector.Version), ocm.Read{})
 			assertError(t, err, ocm.ErrDescriptorInvalid, true)
 			if !strings.Contains(err.Error(), "keys may appear once") {
 				t.Errorf("error %q does not say why", err)
 			}
-			if v == nil || v.Artifacts[0] == nil || v.Artifacts[1] != nil {
+			if v == nil || v.Artifacts[0].Artifact == nil || v.Artifacts[1].Artifact != nil {
 				t.Fatalf("vector %+v: want the good artifact resolved and the ambiguous one refused", v)
 			}
 		})

@@ -25,7 +25,7 @@ func liveHeap() int64 {
 func retainedBy(t *testing.T, c *ocm.Client, ref string) int64 {
 	t.Helper()
 	before := liveHeap()
-	if _, err := c.ResolveVector(context.Background(), ref); err != nil {
+	if _, err := c.ResolveVector(context.Background(), ref, ocm.Read{}); err != nil {
 		t.Fatal(err)
 	}
 	c.CloseIdleConnections()

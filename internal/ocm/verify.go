@@ -33,21 +33,21 @@ type TrustPolicy struct {
 // artifact resource's digest against the content it names (a local blob's reference, an OCI artifact's manifest
 // digest in its registry). Artifacts that failed to resolve are skipped: they fail on their own and are not
 // deployed. The outcome is cached by the content digests of the vector and its artifacts, the policy and the
-// credentials (WithCredentials); a moved tag of an OCI resource is then not noticed again, which is harmless since
+// credentials (Read.Credentials); a moved tag of an OCI resource is then not noticed again, which is harmless since
 // deployers pin the digest.
 //
 // The registries resources name are tenant input like the vector's: they are read under Options.Timeout, within
 // the per-host limit, only when Options.AllowedHosts allows them, and with the credentials reads of that host
-// present (WithCredentials, under the same TLS rule). A read that fails keeps its own reason (Unauthorized,
+// present (Read.Credentials, under the same TLS rule). A read that fails keeps its own reason (Unauthorized,
 // RegistryUnavailable, ...); DigestMismatch means content and digest disagree, or no digest covers the content.
-func (c *Client) VerifyVector(ctx context.Context, v *Vector, policy TrustPolicy) error {
-	key := verificationKey(v, policy, credentialsID(ctx))
-	if _, ok := c.verified.get(ctx, key); ok {
+func (c *Client) VerifyVector(ctx context.Context, v *Vector, policy TrustPolicy, read Read) error {
+	key := verificationKey(v, policy, credentialsID(read.Credentials))
+	if _, ok := c.verified.get(key, read.BypassCache); ok {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	complete, err := c.verifyVector(ctx, v, policy)
+	complete, err := c.verifyVector(ctx, v, policy, read.Credentials)
 	switch {
 	case err != nil:
 		// A failure found while bypassing the cache (a reconcile request) replaces an earlier success, so the
@@ -60,7 +60,7 @@ func (c *Client) VerifyVector(ctx context.Context, v *Vector, policy TrustPolicy
 }
 
 // verifyVector does VerifyVector's checks; complete is false when an artifact was skipped.
-func (c *Client) verifyVector(ctx context.Context, v *Vector, policy TrustPolicy) (complete bool, err error) {
+func (c *Client) verifyVector(ctx context.Context, v *Vector, policy TrustPolicy, creds Credentials) (complete bool, err error) {
 	name := v.Component + ":" + v.Version
 	if v.signedErr != nil {
 		return false, signatureError(name, fmt.Errorf("%w: %w", signing.ErrSignatureInvalid, v.signedErr))
@@ -70,7 +70,7 @@ func (c *Client) verifyVector(ctx context.Context, v *Vector, policy TrustPolicy
 	}
 	complete = true
 	for i, ref := range v.refs {
-		a := v.Artifacts[i]
+		a := v.Artifacts[i].Artifact
 		if a == nil {
 			complete = false
 			continue
@@ -78,7 +78,7 @@ func (c *Client) verifyVector(ctx context.Context, v *Vector, policy TrustPolicy
 		if err := verifyReference(ref, a); err != nil {
 			return false, err
 		}
-		if err := c.verifyResources(ctx, a); err != nil {
+		if err := c.verifyResources(ctx, a, creds); err != nil {
 			return false, err
 		}
 	}
@@ -122,10 +122,10 @@ func verifyReference(ref spec.Reference, a *Artifact) error {
 // verifyResources checks each resource's digest against what its access names, reading the access deployers are
 // given. The signature covers digests, not accesses, so a resource without a digest would deploy unverified
 // content: it is refused.
-func (c *Client) verifyResources(ctx context.Context, a *Artifact) error {
+func (c *Client) verifyResources(ctx context.Context, a *Artifact, creds Credentials) error {
 	name := a.Component + ":" + a.Version
 	for _, res := range slices.Concat(a.manifests, a.Resources) {
-		if err := c.verifyResource(ctx, res); err != nil {
+		if err := c.verifyResource(ctx, res, creds); err != nil {
 			var e *Error
 			errors.As(err, &e) // verifyResource returns only *Error
 			cause := fmt.Errorf("resource %s: %w", res.Name, e.Err)
@@ -139,7 +139,7 @@ func (c *Client) verifyResources(ctx context.Context, a *Artifact) error {
 }
 
 // verifyResource checks one resource. Its errors are *Error, mismatches without Ref.
-func (c *Client) verifyResource(ctx context.Context, res Resource) error {
+func (c *Client) verifyResource(ctx context.Context, res Resource, creds Credentials) error {
 	mismatch := func(format string, args ...any) error {
 		return &Error{Reason: ReasonDigestMismatch, Err: fmt.Errorf(format, args...)}
 	}
@@ -169,7 +169,7 @@ func (c *Client) verifyResource(ctx context.Context, res Resource) error {
 		}
 		return nil
 	case isOCIAccessType(access.Type):
-		got, err := c.manifestDigest(ctx, access.ImageReference)
+		got, err := c.manifestDigest(ctx, access.ImageReference, creds)
 		if err != nil {
 			return err
 		}
@@ -203,7 +203,7 @@ func isOCIAccessType(t string) bool {
 // manifestDigest resolves an OCM imageReference ([http://|https://|oci://]host/repo[:tag][@digest]) to the digest
 // of the manifest it names in its registry, as a read of that registry: allowed host, per-host slot, the
 // credentials for the host under the TLS rule.
-func (c *Client) manifestDigest(ctx context.Context, imageReference string) (string, error) {
+func (c *Client) manifestDigest(ctx context.Context, imageReference string, creds Credentials) (string, error) {
 	rest, plainHTTP := strings.CutPrefix(imageReference, "http://")
 	rest = strings.TrimPrefix(strings.TrimPrefix(rest, "https://"), "oci://")
 	name, digest, pinned := strings.Cut(rest, "@")
@@ -217,7 +217,7 @@ func (c *Client) manifestDigest(ctx context.Context, imageReference string) (str
 	if err := c.allowedHost(ref.Registry, imageReference); err != nil {
 		return "", err
 	}
-	a, err := c.hostAccess(ctx, ref.Registry, plainHTTP, imageReference)
+	a, err := c.hostAccess(ctx, ref.Registry, plainHTTP, imageReference, creds)
 	if err != nil {
 		return "", err
 	}
@@ -240,8 +240,8 @@ func verificationKey(v *Vector, policy TrustPolicy, credentials string) string {
 	var b strings.Builder
 	b.WriteString(credentials + "\n" + v.Digest + "\n")
 	for _, a := range v.Artifacts {
-		if a != nil {
-			b.WriteString(a.Digest + "\n")
+		if a.Artifact != nil {
+			b.WriteString(a.Artifact.Digest + "\n")
 		}
 	}
 	b.WriteString(strings.Join(policy.Signatures, ",") + "\n")

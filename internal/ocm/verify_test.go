@@ -69,11 +69,11 @@ func (f *signedFixture) policy() ocm.TrustPolicy {
 
 func (f *signedFixture) verify(t testing.TB, client *ocm.Client, version string, policy ocm.TrustPolicy) error {
 	t.Helper()
-	v, err := client.ResolveVector(context.Background(), f.reg.Ref(subPath, vectorName, version))
+	v, err := client.ResolveVector(context.Background(), f.reg.Ref(subPath, vectorName, version), ocm.Read{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return client.VerifyVector(context.Background(), v, policy)
+	return client.VerifyVector(context.Background(), v, policy, ocm.Read{})
 }
 
 func TestVerifyVector(t *testing.T) {
@@ -92,12 +92,13 @@ func TestVerifyVector(t *testing.T) {
 	// A reconcile request reads the registry again: once the chart's tag names other content, the vector fails,
 	// and keeps failing when the cache is consulted again.
 	f.pushChart(t, "appa", "1.0.0", "two")
-	for _, ctx := range []context.Context{ocm.BypassCache(context.Background()), context.Background()} {
-		v, err := client.ResolveVector(ctx, f.reg.Ref(subPath, vectorName, "1.0.0"))
+	ctx := context.Background()
+	for _, read := range []ocm.Read{{BypassCache: true}, {}} {
+		v, err := client.ResolveVector(ctx, f.reg.Ref(subPath, vectorName, "1.0.0"), read)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := client.VerifyVector(ctx, v, f.policy()); !errors.Is(err, ocm.ErrDigestMismatch) {
+		if err := client.VerifyVector(ctx, v, f.policy(), read); !errors.Is(err, ocm.ErrDigestMismatch) {
 			t.Fatalf("after the tag moved: got %v, want DigestMismatch", err)
 		}
 	}
@@ -221,7 +222,7 @@ func TestVerifyVectorIsBoundedAndAllowListed(t *testing.T) {
 	ctx := context.Background()
 	resolve := func(t *testing.T, c *ocm.Client) *ocm.Vector {
 		t.Helper()
-		v, err := c.ResolveVector(ctx, ref)
+		v, err := c.ResolveVector(ctx, ref, ocm.Read{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +230,7 @@ func TestVerifyVectorIsBoundedAndAllowListed(t *testing.T) {
 	}
 	verify := func(c *ocm.Client, v *ocm.Vector) <-chan error {
 		done := make(chan error, 1)
-		go func() { done <- c.VerifyVector(ctx, v, f.policy()) }()
+		go func() { done <- c.VerifyVector(ctx, v, f.policy(), ocm.Read{}) }()
 		return done
 	}
 	ended := func(t *testing.T, done <-chan error, within time.Duration) error {
@@ -288,7 +289,7 @@ func TestVerifyVectorIsBoundedAndAllowListed(t *testing.T) {
 }
 
 // TestVerifyVectorReadsResourcesWithCredentials: a signed vector's chart is in a registry behind basic auth. The
-// verification reads its digest with the credentials reads of that host present (WithCredentials), sends them in
+// verification reads its digest with the credentials reads of that host present (Read.Credentials), sends them in
 // clear only to a host allowed for it, and reports a refused or failed read with its own reason, never as
 // DigestMismatch. Before, the check used no credentials and every failure read as DigestMismatch.
 func TestVerifyVectorReadsResourcesWithCredentials(t *testing.T) {
@@ -306,31 +307,31 @@ func TestVerifyVectorReadsResourcesWithCredentials(t *testing.T) {
 	if err := creds.AddDockerConfigJSON(charts.DockerConfigJSON()); err != nil {
 		t.Fatal(err)
 	}
-	withCredentials := ocm.WithCredentials(ctx, creds)
+	withCredentials := ocm.Read{Credentials: creds}
 	inClear := []string{charts.Host}
 
 	for _, tc := range []struct {
 		name string
-		ctx  context.Context
+		read ocm.Read
 		opts ocm.Options
 		down bool
 		want *ocm.Error // nil: verified
 	}{
 		{"credentials", withCredentials, ocm.Options{InsecureCredentialHosts: inClear}, false, nil},
 		{"credentials-withheld-in-clear", withCredentials, ocm.Options{}, false, ocm.ErrCredentialsRequireTLS},
-		{"no-credentials", ctx, ocm.Options{InsecureCredentialHosts: inClear}, false, ocm.ErrUnauthorized},
+		{"no-credentials", ocm.Read{}, ocm.Options{InsecureCredentialHosts: inClear}, false, ocm.ErrUnauthorized},
 		{"registry-down", withCredentials, ocm.Options{InsecureCredentialHosts: inClear, Timeout: 2 * time.Second}, true, ocm.ErrUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ocm.NewClient(tc.opts)
-			v, err := c.ResolveVector(tc.ctx, f.reg.Ref(subPath, vectorName, "8.0.0"))
+			v, err := c.ResolveVector(ctx, f.reg.Ref(subPath, vectorName, "8.0.0"), tc.read)
 			if err != nil {
 				t.Fatal(err)
 			}
 			charts.SetUnavailable(tc.down)
 			defer charts.SetUnavailable(false)
 			sent := len(charts.Authorizations())
-			err = c.VerifyVector(tc.ctx, v, f.policy())
+			err = c.VerifyVector(ctx, v, f.policy(), tc.read)
 			if tc.want == nil {
 				if err != nil {
 					t.Fatal(err)
@@ -369,12 +370,12 @@ func BenchmarkVerifyVector(b *testing.B) {
 		}
 	})
 	b.Run("verify-only", func(b *testing.B) {
-		v, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), f.reg.Ref(subPath, vectorName, "1.0.0"))
+		v, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), f.reg.Ref(subPath, vectorName, "1.0.0"), ocm.Read{})
 		if err != nil {
 			b.Fatal(err)
 		}
 		for b.Loop() {
-			if err := ocm.NewClient(ocm.Options{}).VerifyVector(context.Background(), v, policy); err != nil {
+			if err := ocm.NewClient(ocm.Options{}).VerifyVector(context.Background(), v, policy, ocm.Read{}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -40,6 +40,9 @@ type Options struct {
 	RequeueDependency time.Duration
 	// WatchNamespace is the only namespace the reconcilers watch (--watch-all-namespaces=false); empty: all.
 	WatchNamespace string
+	// RuntimeNamespace is the namespace the operator runs in (RUNTIME_NAMESPACE, as for Flux's controllers), where
+	// a bare name of a Secret or ConfigMap of the operator's own is looked up; empty out of a cluster.
+	RuntimeNamespace string
 	// Metrics records gotk_reconcile_duration_seconds and, for VectorDeployments, gotk_reconcile_condition and
 	// gotk_suspend_status; nil records nothing.
 	Metrics *metrics.Recorder

@@ -77,7 +77,7 @@ func Normalize(obj Object, err error) {
 	case err != nil:
 		conditions.MarkReconciling(obj, meta.ProgressingWithRetryReason, "%s", err)
 		conditions.Delete(obj, meta.StalledCondition)
-	case conditions.IsReady(obj):
+	case conditions.IsTrue(obj, meta.ReadyCondition): // not IsReady, which is false while Reconciling is marked
 		conditions.Delete(obj, meta.ReconcilingCondition)
 		conditions.Delete(obj, meta.StalledCondition)
 		obj.SetObservedGeneration(obj.GetGeneration())

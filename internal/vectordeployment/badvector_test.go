@@ -67,7 +67,7 @@ func TestBadVectors(t *testing.T) {
 
 // TestRegistryCredentialsFromSecrets: the operator's own Secret (--registry-secrets) opens a private registry for
 // a VectorDeployment only when --registry-secrets-hosts lists the host; without that the vector fails
-// Unauthorized, as it would for anyone (issue 9, finding 5).
+// Unauthorized, as it would for anyone.
 func TestRegistryCredentialsFromSecrets(t *testing.T) {
 	secured := ocmtest.NewRegistry(t, ocmtest.WithBasicAuth("user", "secret"), ocmtest.WithTLS())
 	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)

@@ -130,8 +130,8 @@ func TestCollisionLimitStopsLoudly(t *testing.T) {
 	}
 }
 
-// TestReusableArtifactIsNotDeployedTwiceAfterSquatterLeaves: the interleaving ADR-0034 leaves open. A reusable
-// artifact is deployed under a salted name because a squatter holds its unsalted one; the squatter goes away;
+// TestReusableArtifactIsNotDeployedTwiceAfterSquatterLeaves: an interleaving the collision counter alone does not
+// settle. A reusable artifact is deployed under a salted name because a squatter holds its unsalted one; the squatter goes away;
 // another VectorDeployment of the same artifact must adopt the salted deployment, not create a second one under
 // the now free unsalted name.
 func TestReusableArtifactIsNotDeployedTwiceAfterSquatterLeaves(t *testing.T) {

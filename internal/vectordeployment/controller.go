@@ -6,10 +6,12 @@ package vectordeployment
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
-	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/predicates"
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +25,7 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 	"github.com/fluxdeployer/fluxdeployer/internal/operating"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
@@ -31,7 +34,8 @@ type Reconciler struct {
 	client.Client
 	// APIReader reads around the cache, where a stale read would misjudge a name as free or taken.
 	APIReader client.Reader
-	Source    VectorSource
+	// OCM reads and verifies the vectors.
+	OCM *ocm.Client
 	// Credentials says which registry credentials each VectorDeployment's reads present.
 	Credentials RegistryCredentials
 	Recorder    record.EventRecorder
@@ -43,6 +47,13 @@ type Reconciler struct {
 	// TrustDefault is the platform's verification requirement, which every VectorDeployment must satisfy besides
 	// its own spec.verify.
 	TrustDefault TrustDefault
+
+	// synced holds, per VectorDeployment, what its last full reconcile in this process found (see statusOnly).
+	synced sync.Map // of client.ObjectKey to syncedSpec
+
+	// reconciled, when set, is called at the start of every reconcile: tests count the reconciles of one
+	// VectorDeployment with it, where controller-runtime's metric counts those of every manager in the process.
+	reconciled func(client.ObjectKey)
 
 	// hashLength is naming.HashLength; tests shorten it so that names collide on their own.
 	hashLength int
@@ -59,6 +70,9 @@ type Reconciler struct {
 // Reconcile brings one VectorDeployment's ArtifactDeployments and status up to date.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	start := time.Now()
+	if r.reconciled != nil {
+		r.reconciled(req.NamespacedName)
+	}
 	vd := &konfidencev1.VectorDeployment{}
 	if err := r.Get(ctx, req.NamespacedName, vd); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -81,21 +95,34 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	original := vd.DeepCopy()
-	if requested, ok := reconcileRequest(vd); ok {
+	requested, bypassCache := reconcileRequest(vd)
+	if bypassCache {
 		// A user asked for this reconcile: read the registry, not the cache, and record that it was handled
 		// (with the one status write of this reconcile).
-		ctx = ocm.BypassCache(ctx)
 		vd.Status.SetLastHandledReconcileRequest(requested)
 	}
-	result, err := r.reconcile(ctx, vd)
-	if writeErr := r.writeStatus(ctx, original, vd); writeErr != nil {
-		return ctrl.Result{}, writeErr
+	var end ending
+	if synced, ok := r.statusOnly(vd, bypassCache); ok {
+		end = r.reconcileStatus(ctx, vd, synced)
+	} else {
+		end = r.reconcile(ctx, vd, bypassCache)
 	}
-	return result, err
+	if err := errors.Join(r.status().Finalize(ctx, original, vd, end.err), end.retry); err != nil {
+		return ctrl.Result{}, err
+	}
+	return end.result, nil
 }
 
-// forget deletes the metrics of a VectorDeployment that is gone.
+// status writes the status at the end of a reconcile. The write carries the resourceVersion it was computed from,
+// so a status computed from a stale read — in particular a collision counter another replica already bumped —
+// fails with a conflict instead of overwriting newer state (the DaemonSet controller's stale-counter guard).
+func (r *Reconciler) status() outcome.Status[*konfidencev1.VectorDeployment] {
+	return outcome.Status[*konfidencev1.VectorDeployment]{Client: r.Client, Event: r.event, OptimisticLock: true}
+}
+
+// forget deletes the metrics of a VectorDeployment that is gone, and what its reconciles found.
 func (r *Reconciler) forget(key client.ObjectKey) {
+	r.synced.Delete(key)
 	r.Metrics.Forget(key)
 	forgetArtifacts(key)
 }
@@ -105,39 +132,96 @@ func (r *Reconciler) event(vd *konfidencev1.VectorDeployment, eventtype, reason,
 	operating.Event(r.Recorder, vd, vd.Spec.Vector, eventtype, reason, messageFmt, args...)
 }
 
-// reconcile runs the steps of a reconcile on vd, recording their outcome in vd's status.
-func (r *Reconciler) reconcile(ctx context.Context, vd *konfidencev1.VectorDeployment) (ctrl.Result, error) {
+// ending is how the steps of a reconcile ended.
+type ending struct {
+	result ctrl.Result
+	// err is the outcome the status reports (see outcome.Normalize): a failure of the VectorDeployment as a whole,
+	// or an error that kept the reconcile from finishing.
+	err error
+	// retry are the failures of single artifacts that a retry may heal, retried with backoff whatever the outcome:
+	// an artifact that failed for good stalls the VectorDeployment, yet another one may still come.
+	retry error
+}
+
+// reconcile runs the steps of a reconcile on vd in order, each marking the conditions it decides: the registry
+// credentials, the vector, one ArtifactDeployment per artifact, and the summary of their state.
+func (r *Reconciler) reconcile(ctx context.Context, vd *konfidencev1.VectorDeployment, bypassCache bool) ending {
+	r.synced.Delete(client.ObjectKeyFromObject(vd))
 	creds, err := r.Credentials.forVectorDeployment(ctx, r.APIReader, vd)
-	if serr := (*secretError)(nil); errors.As(err, &serr) {
-		r.fail(vd, serr.reason, false, serr.Error()) // retried: the Secret may yet be created or fixed
-		return ctrl.Result{}, err
-	} else if err != nil {
-		return ctrl.Result{}, err
+	if err != nil {
+		return ending{err: failVector(vd, err)}
 	}
-	artifacts, err := r.resolve(ocm.WithCredentials(ctx, creds), vd)
-	if err != nil || artifacts == nil {
-		return ctrl.Result{}, err
+	artifacts, err := r.resolve(ctx, vd, ocm.Read{Credentials: creds, BypassCache: bypassCache})
+	if err != nil {
+		return ending{err: err}
 	}
 	slots, err := r.syncArtifacts(ctx, vd, artifacts)
-	bumped := recordSlots(vd, slots)
-	if err != nil {
-		// The slots synced so far are recorded; the rest is retried with backoff.
-		conditions.MarkReconciling(vd, meta.ProgressingWithRetryReason, "%s", err)
-		return ctrl.Result{}, err
+	if bumped := recordSlots(vd, slots); err != nil || bumped {
+		// The slots synced so far are recorded, and an API error is retried with backoff. A bumped counter is
+		// persisted by the status write that follows (or fails it on a stale read), and the next reconcile tries
+		// the salted name.
+		return ending{result: ctrl.Result{RequeueAfter: time.Millisecond}, err: err}
 	}
-	if bumped {
-		// A counter was bumped: the status write that follows persists it (or fails on a stale read), and the
-		// next reconcile tries the salted name.
-		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	s := summarize(artifacts, slots)
+	r.report(vd, artifacts, s)
+	if s.outcome == nil && len(slots) == len(artifacts) {
+		r.synced.Store(client.ObjectKeyFromObject(vd), syncedSpec{generation: vd.Generation, components: slices.Collect(maps.Keys(slots))})
+	} else {
+		r.synced.Delete(client.ObjectKeyFromObject(vd))
 	}
-	r.summarize(vd, artifacts, slots)
-	if err := artifactErrors(artifacts); err != nil {
-		return ctrl.Result{}, err
+	return r.ended(s, artifacts)
+}
+
+// ended is how a reconcile that got to the summary ended: its outcome, and a look again while the
+// ArtifactDeployments are on their way.
+func (r *Reconciler) ended(s summary, artifacts []ResolvedArtifact) ending {
+	end := ending{err: s.outcome, retry: artifactErrors(artifacts)}
+	if s.outcome == nil && !s.isReady() {
+		end.result.RequeueAfter = r.RequeueDependency
 	}
-	if conditions.IsReconciling(vd) {
-		return ctrl.Result{RequeueAfter: r.RequeueDependency}, nil
+	return end
+}
+
+// syncedSpec is what a full reconcile of a VectorDeployment found: every artifact of its vector read and served by
+// an ArtifactDeployment, for this generation of its spec.
+type syncedSpec struct {
+	generation int64
+	components []string
+}
+
+// statusOnly tells whether this reconcile only has to report the state of vd's ArtifactDeployments, as the
+// Deployment controller's status-only sync does: a full reconcile of the same spec in this process found every
+// artifact read and deployed, and no one asked for a reconcile since. Only a change of an ArtifactDeployment can
+// then be new, and the vector, the Secrets it is read with and the names of its ArtifactDeployments are as they
+// were; a restart, a change of the spec, a reconcile request or a failure make the next reconcile a full one.
+func (r *Reconciler) statusOnly(vd *konfidencev1.VectorDeployment, requested bool) (syncedSpec, bool) {
+	v, ok := r.synced.Load(client.ObjectKeyFromObject(vd))
+	if !ok || requested {
+		return syncedSpec{}, false
 	}
-	return ctrl.Result{}, nil
+	synced, _ := v.(syncedSpec)
+	return synced, synced.generation == vd.Generation
+}
+
+// reconcileStatus summarizes vd from its ArtifactDeployments as the cache has them, without reading the vector or
+// writing anything but the status. An ArtifactDeployment that is gone, going or no longer vd's makes it a full
+// reconcile: that one is to be created again, or adopted.
+func (r *Reconciler) reconcileStatus(ctx context.Context, vd *konfidencev1.VectorDeployment, synced syncedSpec) ending {
+	slots := make(map[string]slotResult, len(synced.components))
+	artifacts := make([]ResolvedArtifact, len(synced.components))
+	for i, component := range synced.components {
+		name := vd.Status.ResultingArtifactDeployments[component].Name
+		ad := &konfidencev1.ArtifactDeployment{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: vd.Namespace, Name: name}, ad); err != nil || !ad.DeletionTimestamp.IsZero() || !IsOwnedBy(ad, vd) {
+			r.synced.Delete(client.ObjectKeyFromObject(vd))
+			return r.reconcile(ctx, vd, false)
+		}
+		slots[component] = slotResult{outcome: adopted, name: name, deployment: ad}
+		artifacts[i] = ResolvedArtifact{Component: component}
+	}
+	s := summarize(artifacts, slots)
+	r.report(vd, artifacts, s)
+	return r.ended(s, artifacts)
 }
 
 // reconcileRequest returns the value of the reconcile.fluxcd.io/requestedAt annotation when it asks for a
@@ -187,11 +271,11 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"signature names --require-signatures requires; empty: every signature with a key must verify, at least one must")
 }
 
-func (o *Options) trustDefault() (TrustDefault, error) {
+func (o *Options) trustDefault(runtimeNamespace string) (TrustDefault, error) {
 	if !o.requireSignatures {
 		return TrustDefault{}, nil
 	}
-	secret, err := secretKey(o.signatureKeys)
+	secret, err := secretKey(o.signatureKeys, runtimeNamespace)
 	return TrustDefault{Require: true, Secret: secret, Signatures: o.requiredSignatures}, err
 }
 
@@ -205,7 +289,7 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 	if err != nil {
 		return err
 	}
-	trust, err := o.trustDefault()
+	trust, err := o.trustDefault(shared.RuntimeNamespace)
 	if err != nil {
 		return err
 	}
@@ -220,7 +304,7 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 	r := &Reconciler{
 		Client:            mgr.GetClient(),
 		APIReader:         mgr.GetAPIReader(),
-		Source:            ocmSource{resolver: resolver},
+		OCM:               resolver,
 		Credentials:       RegistryCredentials{Secrets: secrets, Hosts: o.registrySecretsHosts},
 		Recorder:          recorder,
 		Metrics:           shared.ReconcileMetrics(mgr, "VectorDeployment"),

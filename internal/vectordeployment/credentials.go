@@ -2,96 +2,18 @@ package vectordeployment
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
-	"github.com/fluxdeployer/fluxdeployer/internal/ocm/signing"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
-
-// ocmSource reads vectors through the OCM client and turns its artifacts into ArtifactDeployment spec parts.
-type ocmSource struct {
-	resolver vectorReader
-}
-
-// vectorReader reads and verifies vectors; *ocm.Client implements it.
-type vectorReader interface {
-	ocm.Resolver
-	VerifyVector(ctx context.Context, v *ocm.Vector, policy ocm.TrustPolicy) error
-}
-
-func (s ocmSource) ResolveVector(ctx context.Context, ref string, trust []Trust) ([]ResolvedArtifact, error) {
-	// A CTF reference names a directory on the operator's own file system: no tenant may point it there.
-	if r, err := ocm.ParseRef(ref); err == nil && r.IsCTF() {
-		return nil, &ocm.Error{Reason: ocm.ReasonReferenceInvalid, Ref: ref,
-			Err: errors.New("a VectorDeployment must name an OCI registry, not a CTF directory of the operator's file system")}
-	}
-	v, err := s.resolver.ResolveVector(ctx, ref)
-	if v == nil {
-		return nil, err
-	}
-	// The vector verified is the one deployed: one read serves every policy and the deployment.
-	for _, t := range trust {
-		if err := s.verify(ctx, v, t); err != nil {
-			return nil, fmt.Errorf("%s: %w", t.Origin, err)
-		}
-	}
-	return ArtifactsOf(v), nil
-}
-
-// ArtifactsOf turns a vector read by the OCM client into the artifacts the reconciler deploys, in reference order.
-func ArtifactsOf(v *ocm.Vector) []ResolvedArtifact {
-	out := make([]ResolvedArtifact, len(v.References))
-	for i, name := range v.References {
-		out[i] = ResolvedArtifact{Ref: name, Component: v.Components[i], Err: v.Errors[i]}
-		if v.Artifacts[i] != nil {
-			out[i].Artifact = artifactFromOCM(v.Artifacts[i])
-		}
-	}
-	return out
-}
-
-func (s ocmSource) verify(ctx context.Context, v *ocm.Vector, trust Trust) error {
-	keys, err := signing.ParseKeys(trust.Keys)
-	if err != nil {
-		return ocm.KeyError(v.Component+":"+v.Version, fmt.Errorf("trusted keys: %w", err))
-	}
-	return s.resolver.VerifyVector(ctx, v, ocm.TrustPolicy{Keys: keys, Signatures: trust.Signatures})
-}
-
-// artifactFromOCM copies what an ArtifactDeployment needs; the OCM client's values are shared with its cache.
-func artifactFromOCM(a *ocm.Artifact) Artifact {
-	out := Artifact{
-		Component: a.Component,
-		Version:   a.Version,
-		Manifest:  konfidencev1.ArtifactManifest{Type: a.Type, AllowReuse: a.AllowReuse},
-		Source:    a.Source,
-	}
-	for _, t := range a.Tasks {
-		out.Tasks = append(out.Tasks, konfidencev1.TaskManifest{
-			Name: t.Name, Type: t.Type, DependsOn: append([]string(nil), t.DependsOn...), Spec: rawJSON(t.Spec),
-		})
-	}
-	for _, r := range a.Resources {
-		out.Resources = append(out.Resources, konfidencev1.Resource{Name: r.Name, Type: r.Type, Content: rawJSON(r.Access), Digest: r.Digest})
-	}
-	return out
-}
-
-func rawJSON(raw []byte) *apiextensionsv1.JSON {
-	if len(raw) == 0 {
-		return nil
-	}
-	return &apiextensionsv1.JSON{Raw: append([]byte(nil), raw...)}
-}
 
 // RegistryCredentials says which registry credentials a VectorDeployment's reads present. They are read at every
 // reconcile, around the cache: a rotated Secret takes effect at the next reconcile, without a restart, and the
@@ -105,7 +27,8 @@ type RegistryCredentials struct {
 }
 
 // forVectorDeployment returns the credentials of vd's reads: the operator's for the hosts it allows them for, then
-// those of vd's own Secret (spec.secretRef), which win for the hosts they name.
+// those of vd's own Secret (spec.secretRef), which win for the hosts they name. A Secret that cannot be read is
+// retried: it may yet be created or fixed.
 func (rc RegistryCredentials) forVectorDeployment(ctx context.Context, reader client.Reader, vd *konfidencev1.VectorDeployment) (ocm.Credentials, error) {
 	global, err := registryCredentials(ctx, reader, rc.Secrets)
 	if err != nil {
@@ -128,15 +51,6 @@ func (rc RegistryCredentials) forVectorDeployment(ctx context.Context, reader cl
 	return creds, nil
 }
 
-// secretError is a registry Secret that could not be read, with its condition reason.
-type secretError struct {
-	reason string
-	err    error
-}
-
-func (e *secretError) Error() string { return e.err.Error() }
-func (e *secretError) Unwrap() error { return e.err }
-
 // registryCredentials reads kubernetes.io/dockerconfigjson Secrets; later ones win for a host they share.
 func registryCredentials(ctx context.Context, reader client.Reader, keys []client.ObjectKey) (ocm.Credentials, error) {
 	secrets := make([]corev1.Secret, len(keys))
@@ -146,12 +60,12 @@ func registryCredentials(ctx context.Context, reader client.Reader, keys []clien
 			if apierrors.IsNotFound(err) {
 				reason = konfidencev1.RegistrySecretNotFoundReason
 			}
-			return nil, &secretError{reason: reason, err: fmt.Errorf("registry secret %s: %w", key, err)}
+			return nil, outcome.Retrying(reason, fmt.Errorf("registry secret %s: %w", key, err))
 		}
 	}
 	creds, err := ocm.CredentialsFromSecrets(secrets...)
 	if err != nil {
-		return nil, &secretError{reason: konfidencev1.RegistrySecretInvalidReason, err: err}
+		return nil, outcome.Retrying(konfidencev1.RegistrySecretInvalidReason, err)
 	}
 	return creds, nil
 }

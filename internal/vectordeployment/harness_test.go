@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,6 +55,30 @@ type managerOptions struct {
 	credentials RegistryCredentials
 	// trust is the reconciler's operator-wide verification policy.
 	trust TrustDefault
+	// reconciles, when set, counts the manager's reconciles by VectorDeployment.
+	reconciles *reconcileCounter
+}
+
+// reconcileCounter counts reconciles by VectorDeployment.
+type reconcileCounter struct {
+	mu sync.Mutex
+	n  map[client.ObjectKey]int
+}
+
+func (c *reconcileCounter) add(key client.ObjectKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[client.ObjectKey]int{}
+	}
+	c.n[key]++
+}
+
+// of returns how often vd was reconciled.
+func (c *reconcileCounter) of(vd *konfidencev1.VectorDeployment) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[client.ObjectKeyFromObject(vd)]
 }
 
 // startManager runs the VectorDeployment reconciler in its own manager against the shared API server, as a
@@ -84,13 +109,16 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 	r := &Reconciler{
 		Client:            mgr.GetClient(),
 		APIReader:         mgr.GetAPIReader(),
-		Source:            ocmSource{resolver: o.resolver},
+		OCM:               o.resolver,
 		Credentials:       o.credentials,
 		Recorder:          recorder,
 		hashLength:        o.hashLength,
 		maxArtifacts:      o.maxArtifacts,
 		RequeueDependency: o.requeueDependency,
 		TrustDefault:      o.trust,
+	}
+	if o.reconciles != nil {
+		r.reconciled = o.reconciles.add
 	}
 	// Several managers live in one test binary, so the controller name repeats.
 	if err := r.setupWithManager(mgr, operating.Options{Concurrent: 2, SkipNameValidation: true}.ControllerOptions()); err != nil {

@@ -17,7 +17,7 @@ import (
 
 // TestHostileDescriptorsAreRefused: a vector whose descriptor exceeds the size limit, and one whose descriptor is
 // not JSON although its media type says so, are refused with a specific reason and a Warning event before they
-// cost the operator more than the limit (issue 9, finding 2).
+// cost the operator more than the limit.
 func TestHostileDescriptorsAreRefused(t *testing.T) {
 	reg := ocmtest.NewRegistry(t)
 	const vector = "acme.org/vectors/shop"
@@ -54,7 +54,7 @@ func TestHostileDescriptorsAreRefused(t *testing.T) {
 }
 
 // TestRegistryAllowList: with --allowed-registries, a VectorDeployment naming another registry is Stalled with
-// RegistryNotAllowed and an event, and that registry is never asked (issue 9, finding 11).
+// RegistryNotAllowed and an event, and that registry is never asked.
 func TestRegistryAllowList(t *testing.T) {
 	allowed, other := ocmtest.NewRegistry(t), ocmtest.NewRegistry(t)
 	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
@@ -74,7 +74,7 @@ func TestRegistryAllowList(t *testing.T) {
 
 // TestHangingRegistryDoesNotStarveOthers: VectorDeployments of a registry that accepts requests and never answers
 // occupy at most --registry-host-concurrency of the reconciler's workers; a vector of another registry still
-// resolves, and the VectorDeployments waiting for the hanging one say RegistryBusy (issue 9, finding 11). Without
+// resolves, and the VectorDeployments waiting for the hanging one say RegistryBusy. Without
 // the limit, the hanging reads held both workers for the client's timeout of a minute.
 func TestHangingRegistryDoesNotStarveOthers(t *testing.T) {
 	hanging, healthy := ocmtest.NewRegistry(t), ocmtest.NewRegistry(t)

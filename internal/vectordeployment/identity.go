@@ -1,14 +1,15 @@
 package vectordeployment
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
-
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
 // identity is what makes two ArtifactDeployments the same deployment: the same artifact, shared by every
@@ -40,9 +41,14 @@ func identityOfObject(ad *konfidencev1.ArtifactDeployment) identity {
 	}
 }
 
-// name returns the ArtifactDeployment name and hash for this identity under a collision count.
+// name returns the ArtifactDeployment name and hash for this identity under a collision count. An identity no
+// name can be built from stalls its artifact: the same input fails again.
 func (id identity) name(collisionCount int32, hashLength int) (name, hash string, err error) {
-	return naming.ArtifactDeploymentNameWithHashLength(id.component, id.version, string(id.vectorDeploymentUID), collisionCount, hashLength)
+	name, hash, err = naming.ArtifactDeploymentNameWithHashLength(id.component, id.version, string(id.vectorDeploymentUID), collisionCount, hashLength)
+	if errors.Is(err, naming.ErrInvalidInput) {
+		err = outcome.Stalling(konfidencev1.InvalidNameInputReason, err)
+	}
+	return name, hash, err
 }
 
 func (id identity) String() string {

@@ -1,39 +1,17 @@
 package vectordeployment
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
-// refusal is this reconciler's permanent verdict on one artifact: it was read, but deploying it would break a
-// rule of the API (a CRD limit) or of reuse (a different source under the same name). The artifact fails alone,
-// like one the registry reader refused, and is not retried until the vector or the cluster changes.
-type refusal struct {
-	reason string
-	err    error
-}
-
-func (e *refusal) Error() string { return e.err.Error() }
-func (e *refusal) Unwrap() error { return e.err }
-
-func refuse(reason, format string, args ...any) error {
-	return &refusal{reason: reason, err: fmt.Errorf(format, args...)}
-}
-
-// refusalReason returns the reason of a refusal in err's chain, or "".
-func refusalReason(err error) string {
-	var r *refusal
-	if errors.As(err, &r) {
-		return r.reason
-	}
-	return ""
-}
-
 // checkLimits refuses an artifact that the API server would refuse as an ArtifactDeployment: created anyway, it
-// would fail on every retry and keep the VectorDeployment Reconciling. The limits are the CRD's (api/v1alpha1).
+// would fail on every retry and keep the VectorDeployment Reconciling. The refusal stalls the artifact alone, like
+// one the registry reader refused, until the vector or the cluster changes. The limits are the CRD's
+// (api/v1alpha1).
 func checkLimits(a Artifact) error {
 	var v limitViolations
 	v.length("component name", a.Component, 1, konfidencev1.MaxComponentNameLength)
@@ -56,7 +34,7 @@ func checkLimits(a Artifact) error {
 	if len(v) == 0 {
 		return nil
 	}
-	return refuse(konfidencev1.ArtifactLimitsExceededReason, "no ArtifactDeployment can hold %s:%s: %s",
+	return outcome.Stallingf(konfidencev1.ArtifactLimitsExceededReason, "no ArtifactDeployment can hold %s:%s: %s",
 		shorten(a.Component), shorten(a.Version), v)
 }
 

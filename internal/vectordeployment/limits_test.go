@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // TestCheckLimits: each limit of the CRD, just within and just beyond; a refusal is permanent, with its reason,
@@ -54,7 +55,7 @@ func TestCheckLimits(t *testing.T) {
 		fill(&a)
 		tc.breakIt(&a)
 		err := checkLimits(a)
-		if err == nil || !strings.Contains(err.Error(), tc.says) || FailureReason(err) != konfidencev1.ArtifactLimitsExceededReason || !isPermanent(err) {
+		if err == nil || !strings.Contains(err.Error(), tc.says) || FailureReason(err) != konfidencev1.ArtifactLimitsExceededReason || !outcome.Stalls(err) {
 			t.Errorf("%s: %v, want a permanent %s saying %q", name, err, konfidencev1.ArtifactLimitsExceededReason, tc.says)
 		}
 		if err != nil && len(err.Error()) > 2048 {

@@ -155,23 +155,24 @@ func TestRequeueDependencyWhileWaiting(t *testing.T) {
 	ns := newNamespace(t)
 	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
 	var requests testenv.RequestRecorder
-	startManager(t, managerOptions{requests: &requests, requeueDependency: 200 * time.Millisecond})
+	var reconciles reconcileCounter // of this VectorDeployment alone: the manager also retries earlier tests' ones
+	startManager(t, managerOptions{requests: &requests, requeueDependency: 200 * time.Millisecond, reconciles: &reconciles})
 	vd := createVectorDeployment(t, ns, "shop", pushVector(t, reg, "acme.org/vectors/shop", app))
 	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionFalse, meta.ProgressingReason)
 	settle(t, &requests)
 
-	waiting := reconcileCount(t)
+	waiting := reconciles.of(vd)
 	time.Sleep(time.Second)
-	if n := reconcileCount(t) - waiting; n < 3 {
+	if n := reconciles.of(vd) - waiting; n < 3 {
 		t.Errorf("%v reconciles in 1s while waiting, want one every 200ms", n)
 	}
 
 	markReady(t, listADs(t, ns)[vd.Status.ResultingArtifactDeployments[app.Name].Name])
 	waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, meta.SucceededReason)
 	settle(t, &requests)
-	ready := reconcileCount(t)
+	ready := reconciles.of(vd)
 	time.Sleep(time.Second)
-	if n := reconcileCount(t) - ready; n != 0 {
+	if n := reconciles.of(vd) - ready; n != 0 {
 		t.Errorf("%v reconciles in 1s once ready, want none", n)
 	}
 }

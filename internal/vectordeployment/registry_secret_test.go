@@ -29,7 +29,7 @@ func withSecretRef(name string) func(*konfidencev1.VectorDeployment) {
 // TestVectorDeploymentSecretRef: a tenant reads a private vector with the pull Secret its VectorDeployment names
 // (spec.secretRef) in its own namespace. A missing Secret and wrong credentials have their reasons; a rotated
 // Secret takes effect at the next reconcile, without a restart; another tenant without the Secret is not served
-// the private vector from the operator's cache; and credentials are not sent over plain HTTP (issue 9, finding 5).
+// the private vector from the operator's cache; and credentials are not sent over plain HTTP.
 func TestVectorDeploymentSecretRef(t *testing.T) {
 	private := ocmtest.NewRegistry(t, ocmtest.WithBasicAuth("robot", "right"), ocmtest.WithTLS())
 	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)

@@ -1,7 +1,6 @@
 package vectordeployment
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -11,169 +10,39 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
-	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
-	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
-// resolve reads the vector and records the outcome in the VectorDownloaded condition. It returns no artifacts
-// and no error when the vector failed for good: the status says why, and retrying cannot help.
-func (r *Reconciler) resolve(ctx context.Context, vd *konfidencev1.VectorDeployment) ([]ResolvedArtifact, error) {
-	trust, err := r.trust(ctx, vd)
-	if err != nil {
-		r.fail(vd, konfidencev1.SignatureInvalidReason, false, fmt.Sprintf("reading the keys that verify vector %s: %v", vd.Spec.Vector, err))
-		return nil, err
-	}
-	artifacts, err := r.Source.ResolveVector(ctx, vd.Spec.Vector, trust)
-	if err != nil {
-		r.fail(vd, FailureReason(err), isPermanent(err), fmt.Sprintf("reading vector %s: %v", vd.Spec.Vector, err))
-		if isPermanent(err) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	if len(artifacts) > r.maxArtifacts {
-		// Refused before any ArtifactDeployment is created: its status could outgrow what the API server stores.
-		r.fail(vd, konfidencev1.VectorTooLargeReason, true, fmt.Sprintf("vector %s has %d artifacts, more than the %d one VectorDeployment deploys",
-			vd.Spec.Vector, len(artifacts), r.maxArtifacts))
-		return nil, nil
-	}
-	if msg := repeatedComponents(artifacts); msg != "" {
-		r.fail(vd, konfidencev1.MultipleComponentVersionsReason, true, fmt.Sprintf("vector %s: %s", vd.Spec.Vector, msg))
-		return nil, nil
-	}
-	if reason, msg := artifactFailures(artifacts); reason != "" {
-		conditions.MarkFalse(vd, konfidencev1.VectorDownloadedCondition, reason, "%s", msg)
-	} else {
-		conditions.MarkTrue(vd, konfidencev1.VectorDownloadedCondition, meta.SucceededReason,
-			"read vector %s and its %d artifacts", vd.Spec.Vector, len(artifacts))
-	}
-	return artifacts, nil
+// summary is what a VectorDeployment's status says once its artifacts are read and synced: its conditions, counts
+// and deployment results, decided from the artifacts and the ArtifactDeployments serving their slots alone.
+type summary struct {
+	// created and ready are the ArtifactDeploymentsCreated and Ready conditions.
+	created, ready metav1.Condition
+	// progressing is the Reconciling condition's message while the ArtifactDeployments are on their way.
+	progressing string
+	// outcome is the failure the VectorDeployment reports: an artifact that failed, retried or stalling, a slot
+	// given up on for collisions, or every ArtifactDeployment still waiting Stalled.
+	outcome error
+	counts  artifactCounts
+	results map[string][]konfidencev1.DeploymentResult
+	// collisionLimit is the message of the slots given up on for collisions, "" when none was.
+	collisionLimit string
 }
 
-// repeatedComponents names the components the vector references more than once, or returns "". The status keeps
-// one slot (name, collision count, results) per component, so a second version would share the first one's slot:
-// one of them would drop out of the status and Ready could come before both are. A vector is a set of artifacts,
-// so one version per component is the rule, and a vector breaking it is refused before anything is created.
-func repeatedComponents(artifacts []ResolvedArtifact) string {
-	refs := map[string][]string{}
-	var repeated []string
-	for _, a := range artifacts {
-		if refs[a.Component] = append(refs[a.Component], a.Ref); len(refs[a.Component]) == 2 {
-			repeated = append(repeated, a.Component)
-		}
-	}
-	if len(repeated) == 0 {
-		return ""
-	}
-	msgs := make([]string, len(repeated))
-	for i, c := range repeated {
-		msgs[i] = fmt.Sprintf("component %s is referenced %d times (%s)", c, len(refs[c]), joinBounded(refs[c], ", "))
-	}
-	return joinBounded(msgs, "; ") + "; a vector holds one version per component"
-}
+// isReady tells whether every artifact is deployed and ready.
+func (s summary) isReady() bool { return s.ready.Status == metav1.ConditionTrue }
 
-// fail records a failure of the whole VectorDeployment: not Ready, and Stalled when retrying cannot help.
-func (r *Reconciler) fail(vd *konfidencev1.VectorDeployment, reason string, permanent bool, msg string) {
-	conditions.MarkFalse(vd, konfidencev1.VectorDownloadedCondition, reason, "%s", msg)
-	conditions.MarkFalse(vd, konfidencev1.ReadyCondition, reason, "%s", msg)
-	if permanent {
-		conditions.MarkStalled(vd, reason, "%s", msg)
-		conditions.Delete(vd, konfidencev1.ReconcilingCondition)
-	} else {
-		conditions.MarkReconciling(vd, meta.ProgressingWithRetryReason, "%s", msg)
-		conditions.Delete(vd, konfidencev1.StalledCondition)
-	}
-	vd.Status.ObservedGeneration = vd.Generation
-	r.event(vd, corev1.EventTypeWarning, reason, "%s", msg)
-}
-
-// syncArtifacts syncs every artifact that was read. An artifact from which no name can be built fails alone,
-// like one that could not be read; an API error on one artifact does not keep the others from being synced,
-// and what was synced is returned with the errors.
-func (r *Reconciler) syncArtifacts(ctx context.Context, vd *konfidencev1.VectorDeployment, artifacts []ResolvedArtifact) (map[string]slotResult, error) {
-	slots := map[string]slotResult{}
-	var errs []error
-	for i := range artifacts {
-		ra := &artifacts[i]
-		if ra.Err != nil {
-			continue
-		}
-		slot, err := r.syncArtifact(ctx, vd, ra.Artifact, collisionCountOfSlot(vd, ra.Artifact.Component))
-		switch {
-		case isPermanent(err):
-			ra.Err = err
-		case err != nil:
-			errs = append(errs, err)
-		default:
-			slots[ra.Artifact.Component] = slot
-		}
-	}
-	r.eventOwnership(vd, slots)
-	return slots, kerrors.NewAggregate(errs)
-}
-
-// eventOwnership records one event for the ArtifactDeployments this reconcile created and one for those it
-// adopted, rather than one per ArtifactDeployment: at most one event per artifact, and those for what a person
-// may act on.
-func (r *Reconciler) eventOwnership(vd *konfidencev1.VectorDeployment, slots map[string]slotResult) {
-	var made, adopted []string
-	for _, slot := range slots {
-		switch {
-		case slot.outcome == created:
-			made = append(made, slot.described)
-		case slot.adoptedNow:
-			adopted = append(adopted, slot.described)
-		}
-	}
-	if len(made) > 0 {
-		r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentCreated", "Created %d ArtifactDeployments: %s", len(made), joinBounded(sorted(made), "; "))
-	}
-	if len(adopted) > 0 {
-		r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentAdopted", "Adopted %d ArtifactDeployments: %s", len(adopted), joinBounded(sorted(adopted), "; "))
-	}
-}
-
-func collisionCountOfSlot(vd *konfidencev1.VectorDeployment, component string) int32 {
-	return ptr.Deref(vd.Status.ResultingArtifactDeployments[component].CollisionCount, 0)
-}
-
-// recordSlots writes each slot into status.resultingArtifactDeployments and tells whether a collision counter
-// was bumped. A bumped count is permanent for its slot: the name it salts is the slot's name from then on.
-func recordSlots(vd *konfidencev1.VectorDeployment, slots map[string]slotResult) (bumped bool) {
-	if vd.Status.ResultingArtifactDeployments == nil && len(slots) > 0 {
-		vd.Status.ResultingArtifactDeployments = map[string]konfidencev1.ResultingArtifactDeployment{}
-	}
-	for component, slot := range slots {
-		entry := vd.Status.ResultingArtifactDeployments[component]
-		if slot.outcome != collided {
-			entry.Name = slot.name
-		}
-		if slot.collisionCount > 0 {
-			entry.CollisionCount = ptr.To(slot.collisionCount)
-		}
-		vd.Status.ResultingArtifactDeployments[component] = entry
-		if slot.outcome == collided {
-			bumped = true
-			conditions.MarkReconciling(vd, konfidencev1.ArtifactDeploymentHashCollisionReason, "%s", slot.message)
-		}
-	}
-	return bumped
-}
-
-// summarize sets the conditions and deployment results from the slots and the ArtifactDeployments' own status.
-// Ready is not conditions.SetAggregate over the ArtifactDeployments: its merge ranks True above Unknown and skips
-// an ArtifactDeployment without a Ready condition (one just created), so it would say Ready=True before every
-// ArtifactDeployment is; and the message here names those still waiting.
-func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []ResolvedArtifact, slots map[string]slotResult) {
-	vd.Status.ObservedGeneration = vd.Generation
-	vd.Status.DeploymentResults = nil
+// summarize decides the summary of artifacts synced into slots. Ready is not conditions.SetAggregate over the
+// ArtifactDeployments: its merge ranks True above Unknown and skips an ArtifactDeployment without a Ready condition
+// (one just created), so it would say Ready=True before every ArtifactDeployment is; and the message here names
+// those still waiting.
+func summarize(artifacts []ResolvedArtifact, slots map[string]slotResult) summary {
+	var s summary
 	var limited []string
 	var waiting waitingArtifacts
 	for component, slot := range slots {
@@ -182,65 +51,81 @@ func (r *Reconciler) summarize(vd *konfidencev1.VectorDeployment, artifacts []Re
 			continue
 		}
 		if results := slot.deployment.Status.DeploymentResult; len(results) > 0 {
-			if vd.Status.DeploymentResults == nil {
-				vd.Status.DeploymentResults = map[string][]konfidencev1.DeploymentResult{}
+			if s.results == nil {
+				s.results = map[string][]konfidencev1.DeploymentResult{}
 			}
-			vd.Status.DeploymentResults[component] = results
+			s.results[component] = results
 		}
 		waiting.add(slot.name, slot.deployment)
 	}
-	r.reportNewFailures(vd, artifacts)
-	failedReason, failedMsg := artifactFailures(artifacts)
-	counts := countArtifacts(artifacts, limited, waiting)
-	recordArtifacts(client.ObjectKeyFromObject(vd), counts)
-	recordCounts(vd, counts)
+	s.counts = countArtifacts(artifacts, limited, waiting)
 
+	failedReason, failedMsg := artifactFailures(artifacts)
+	stalled := isPermanentFailure(artifacts)
 	switch {
 	case len(limited) > 0:
-		msg := fmt.Sprintf("gave up after %d collision salts: %s", konfidencev1.MaxCollisionCount, joinBounded(sorted(limited), "; "))
-		conditions.MarkFalse(vd, konfidencev1.ArtifactDeploymentsCreatedCondition, konfidencev1.HashCollisionLimitExceededReason, "%s", msg)
-		if !conditions.IsStalled(vd) || conditions.GetReason(vd, konfidencev1.StalledCondition) != konfidencev1.HashCollisionLimitExceededReason {
-			collisionsLimitExceeded.Inc()
-			r.event(vd, corev1.EventTypeWarning, konfidencev1.HashCollisionLimitExceededReason, "%s", msg)
-		}
-		failedReason, failedMsg = konfidencev1.HashCollisionLimitExceededReason, msg
+		s.collisionLimit = fmt.Sprintf("gave up after %d collision salts: %s", konfidencev1.MaxCollisionCount, joinBounded(sorted(limited), "; "))
+		s.created = condition(metav1.ConditionFalse, konfidencev1.HashCollisionLimitExceededReason, s.collisionLimit)
+		failedReason, failedMsg, stalled = konfidencev1.HashCollisionLimitExceededReason, s.collisionLimit, true
 	case failedReason != "":
-		conditions.MarkFalse(vd, konfidencev1.ArtifactDeploymentsCreatedCondition, failedReason, "%s", failedMsg)
+		s.created = condition(metav1.ConditionFalse, failedReason, failedMsg)
 	default:
-		conditions.MarkTrue(vd, konfidencev1.ArtifactDeploymentsCreatedCondition, meta.SucceededReason,
-			"%d ArtifactDeployments exist", len(slots))
+		s.created = condition(metav1.ConditionTrue, meta.SucceededReason, fmt.Sprintf("%d ArtifactDeployments exist", len(slots)))
 	}
 
 	switch {
+	case failedReason != "" && stalled:
+		s.outcome = outcome.Stallingf(failedReason, "%s", failedMsg)
 	case failedReason != "":
-		conditions.MarkFalse(vd, konfidencev1.ReadyCondition, failedReason, "%s", failedMsg)
-		if isPermanentFailure(artifacts) || len(limited) > 0 {
-			conditions.MarkStalled(vd, failedReason, "%s", failedMsg)
-			conditions.Delete(vd, konfidencev1.ReconcilingCondition)
-		} else {
-			conditions.MarkReconciling(vd, meta.ProgressingWithRetryReason, "%s", failedMsg)
-			conditions.Delete(vd, konfidencev1.StalledCondition)
-		}
+		s.outcome = outcome.Retrying(failedReason, errors.New(failedMsg))
 	case len(waiting.names) > 0:
 		reason, msg := waiting.summary(len(slots))
-		conditions.MarkFalse(vd, konfidencev1.ReadyCondition, reason, "%s", msg)
 		if waiting.allStalled() {
-			conditions.MarkStalled(vd, reason, "%s", msg)
-			conditions.Delete(vd, konfidencev1.ReconcilingCondition)
+			s.outcome = outcome.Stallingf(reason, "%s", msg)
 		} else {
-			conditions.MarkReconciling(vd, meta.ProgressingReason, "%s", msg)
-			conditions.Delete(vd, konfidencev1.StalledCondition)
+			s.ready, s.progressing = condition(metav1.ConditionFalse, reason, msg), msg
 		}
 	default:
-		conditions.MarkTrue(vd, konfidencev1.ReadyCondition, meta.SucceededReason, "%d/%d artifacts ready", len(slots), len(slots))
-		conditions.Delete(vd, konfidencev1.ReconcilingCondition)
-		conditions.Delete(vd, konfidencev1.StalledCondition)
+		s.ready = condition(metav1.ConditionTrue, meta.SucceededReason, fmt.Sprintf("%d/%d artifacts ready", len(slots), len(slots)))
 	}
+	return s
+}
+
+func condition(status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Status: status, Reason: reason, Message: msg}
+}
+
+// report records the summary on vd, and what it newly tells a person as events and metrics; a failure it reports
+// is marked on Ready by the outcome's normalisation.
+func (r *Reconciler) report(vd *konfidencev1.VectorDeployment, artifacts []ResolvedArtifact, s summary) {
+	r.reportNewFailures(vd, artifacts)
+	if s.collisionLimit != "" && conditions.GetReason(vd, konfidencev1.StalledCondition) != konfidencev1.HashCollisionLimitExceededReason {
+		collisionsLimitExceeded.Inc()
+	}
+	recordArtifacts(client.ObjectKeyFromObject(vd), s.counts)
+	recordCounts(vd, s.counts)
+	vd.Status.DeploymentResults = s.results
+	setCondition(vd, konfidencev1.ArtifactDeploymentsCreatedCondition, s.created)
+	if s.outcome == nil {
+		setCondition(vd, konfidencev1.ReadyCondition, s.ready)
+	}
+	if s.progressing != "" {
+		conditions.MarkReconciling(vd, meta.ProgressingReason, "%s", s.progressing)
+	}
+	// Whatever the outcome, it is the current spec's.
+	vd.Status.ObservedGeneration = vd.Generation
+}
+
+// setCondition sets c as condition t; conditions.Set keeps the transition time while status, reason and message
+// stay the same, which keeps a steady-state status write empty.
+func setCondition(vd *konfidencev1.VectorDeployment, t string, c metav1.Condition) {
+	c.Type = t
+	conditions.Set(vd, &c)
 }
 
 // countArtifacts sorts the artifacts of a VectorDeployment by state, for its status counts and the
-// fluxdeployer_vectordeployment_artifacts gauge: those that could not be read or named and those given up on for collisions failed, the waiting ones
-// failed when stalled and not ready otherwise, and the rest ready.
+// fluxdeployer_vectordeployment_artifacts gauge: those that could not be read or named and those given up on for
+// collisions failed, the waiting ones failed when stalled and not ready otherwise, and the rest ready.
 func countArtifacts(artifacts []ResolvedArtifact, limited []string, waiting waitingArtifacts) artifactCounts {
 	unresolved := 0
 	for _, a := range artifacts {
@@ -342,53 +227,20 @@ func (r *Reconciler) reportNewFailures(vd *konfidencev1.VectorDeployment, artifa
 	}
 }
 
-// FailureReason is the condition reason for a failure of an artifact or a vector: the OCM package's typed reason
-// where it has one, and a generic one otherwise, since a condition without a reason is rejected by the API server.
-// The CLI's previews report artifacts with it, as the VectorDeployment's status would.
-func FailureReason(err error) string {
-	if errors.Is(err, naming.ErrInvalidInput) {
-		return konfidencev1.InvalidNameInputReason
-	}
-	if reason := refusalReason(err); reason != "" {
-		return reason
-	}
-	if reason := ocm.ReasonOf(err); reason != "" {
-		return string(reason)
-	}
-	return meta.ReconciliationFailedReason
-}
-
-// isPermanent tells whether retrying cannot fix a failure: a name that cannot be built, an artifact refused here,
-// or an OCM reference or component version that is malformed.
-func isPermanent(err error) bool {
-	return errors.Is(err, naming.ErrInvalidInput) || refusalReason(err) != "" || ocm.IsPermanent(err)
-}
-
 // isPermanentFailure tells whether some artifact failed in a way retrying cannot fix.
 func isPermanentFailure(artifacts []ResolvedArtifact) bool {
-	return slices.ContainsFunc(artifacts, func(a ResolvedArtifact) bool { return a.Err != nil && isPermanent(a.Err) })
+	return slices.ContainsFunc(artifacts, func(a ResolvedArtifact) bool { return outcome.Stalls(a.Err) })
 }
 
 // artifactErrors returns the retryable artifact failures, so the controller retries them with backoff.
 func artifactErrors(artifacts []ResolvedArtifact) error {
 	var errs []error
 	for _, a := range artifacts {
-		if a.Err != nil && !isPermanent(a.Err) {
+		if a.Err != nil && !outcome.Stalls(a.Err) {
 			errs = append(errs, fmt.Errorf("%s: %w", a.Ref, a.Err))
 		}
 	}
 	return kerrors.NewAggregate(errs)
-}
-
-// writeStatus persists vd's status when it changed, in one write. The write carries the resourceVersion it was
-// computed from, so a status computed from a stale read — in particular a collision counter another replica
-// already bumped — fails with a conflict instead of overwriting newer state (the DaemonSet controller's
-// stale-counter guard). Flux's patch helper cannot do this for fields other than conditions.
-func (r *Reconciler) writeStatus(ctx context.Context, original, vd *konfidencev1.VectorDeployment) error {
-	if equality.Semantic.DeepEqual(original.Status, vd.Status) {
-		return nil
-	}
-	return r.Status().Patch(ctx, vd, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}))
 }
 
 func sorted(s []string) []string {

@@ -6,24 +6,28 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
-// outcome is what syncArtifact did for one artifact.
-type outcome int
+// slotOutcome is what syncArtifact did for one artifact.
+type slotOutcome int
 
 const (
 	// adopted: an ArtifactDeployment of the same identity exists (reuse, or a resync); the VectorDeployment owns it.
-	adopted outcome = iota
+	adopted slotOutcome = iota
 	// created: the ArtifactDeployment was created under the computed name.
 	created
 	// collided: the computed name is taken by another identity; the slot's counter must be bumped.
@@ -34,7 +38,7 @@ const (
 
 // slotResult is the state of one artifact's slot after syncArtifact.
 type slotResult struct {
-	outcome        outcome
+	outcome        slotOutcome
 	name           string
 	collisionCount int32
 	// deployment is the ArtifactDeployment that serves the slot, for adopted and created.
@@ -47,11 +51,87 @@ type slotResult struct {
 	adoptedNow bool
 }
 
+// syncArtifacts syncs every artifact that was read. An artifact from which no name can be built fails alone,
+// like one that could not be read; an API error on one artifact does not keep the others from being synced,
+// and what was synced is returned with the errors.
+func (r *Reconciler) syncArtifacts(ctx context.Context, vd *konfidencev1.VectorDeployment, artifacts []ResolvedArtifact) (map[string]slotResult, error) {
+	slots := map[string]slotResult{}
+	var errs []error
+	for i := range artifacts {
+		ra := &artifacts[i]
+		if ra.Err != nil {
+			continue
+		}
+		slot, err := r.syncArtifact(ctx, vd, ra.Artifact, collisionCountOfSlot(vd, ra.Artifact.Component))
+		switch {
+		case outcome.Stalls(err):
+			ra.Err = err
+		case err != nil:
+			errs = append(errs, err)
+		default:
+			slots[ra.Artifact.Component] = slot
+		}
+	}
+	r.eventOwnership(vd, slots)
+	return slots, kerrors.NewAggregate(errs)
+}
+
+// eventOwnership records one event for the ArtifactDeployments this reconcile created and one for those it
+// adopted, rather than one per ArtifactDeployment: at most one event per artifact, and those for what a person
+// may act on.
+func (r *Reconciler) eventOwnership(vd *konfidencev1.VectorDeployment, slots map[string]slotResult) {
+	var made, adopted []string
+	for _, slot := range slots {
+		switch {
+		case slot.outcome == created:
+			made = append(made, slot.described)
+		case slot.adoptedNow:
+			adopted = append(adopted, slot.described)
+		}
+	}
+	if len(made) > 0 {
+		r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentCreated", "Created %d ArtifactDeployments: %s", len(made), joinBounded(sorted(made), "; "))
+	}
+	if len(adopted) > 0 {
+		r.event(vd, corev1.EventTypeNormal, "ArtifactDeploymentAdopted", "Adopted %d ArtifactDeployments: %s", len(adopted), joinBounded(sorted(adopted), "; "))
+	}
+}
+
+func collisionCountOfSlot(vd *konfidencev1.VectorDeployment, component string) int32 {
+	return ptr.Deref(vd.Status.ResultingArtifactDeployments[component].CollisionCount, 0)
+}
+
+// recordSlots writes each slot into status.resultingArtifactDeployments and tells whether a collision counter
+// was bumped. A bumped count is permanent for its slot: the name it salts is the slot's name from then on. Until
+// the salted name is tried, the VectorDeployment is Reconciling, and not Ready: a slot of it has no
+// ArtifactDeployment.
+func recordSlots(vd *konfidencev1.VectorDeployment, slots map[string]slotResult) (bumped bool) {
+	if vd.Status.ResultingArtifactDeployments == nil && len(slots) > 0 {
+		vd.Status.ResultingArtifactDeployments = map[string]konfidencev1.ResultingArtifactDeployment{}
+	}
+	for component, slot := range slots {
+		entry := vd.Status.ResultingArtifactDeployments[component]
+		if slot.outcome != collided {
+			entry.Name = slot.name
+		}
+		if slot.collisionCount > 0 {
+			entry.CollisionCount = ptr.To(slot.collisionCount)
+		}
+		vd.Status.ResultingArtifactDeployments[component] = entry
+		if slot.outcome == collided {
+			bumped = true
+			conditions.MarkUnknown(vd, konfidencev1.ReadyCondition, konfidencev1.ArtifactDeploymentHashCollisionReason, "%s", slot.message)
+			conditions.MarkReconciling(vd, konfidencev1.ArtifactDeploymentHashCollisionReason, "%s", slot.message)
+		}
+	}
+	return bumped
+}
+
 // syncArtifact makes sure an artifact has its ArtifactDeployment and that vd owns it.
 //
 // An ArtifactDeployment of the same identity is adopted under whatever name it has: a reusable artifact that was
 // deployed under a salted name while a squatter held its unsalted one keeps that one deployment even once the
-// squatter is gone (the limitation ADR-0034 leaves open). Otherwise the name is computed from the identity and
+// squatter is gone: moving it to the unsalted name would uninstall and reinstall its workloads. Otherwise the name is computed from the identity and
 // the slot's collision count, as the Deployment controller names ReplicaSets; a name held by another identity is
 // a collision the caller recovers from by bumping the count.
 func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDeployment, a Artifact, collisionCount int32) (slotResult, error) {
@@ -84,7 +164,7 @@ func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDe
 		return slotResult{outcome: created, name: name, collisionCount: collisionCount, deployment: desired, described: describe(name, id)}, nil
 	case apierrors.IsInvalid(err):
 		// A rule of the CRD checkLimits does not know (yet): retrying the same object cannot succeed either.
-		return slotResult{}, refuse(konfidencev1.ArtifactLimitsExceededReason, "the API server refused ArtifactDeployment %s for %s: %v", name, id, err)
+		return slotResult{}, outcome.Stallingf(konfidencev1.ArtifactLimitsExceededReason, "the API server refused ArtifactDeployment %s for %s: %v", name, id, err)
 	case !apierrors.IsAlreadyExists(err):
 		return slotResult{}, fmt.Errorf("creating ArtifactDeployment %s: %w", name, err)
 	}
@@ -173,7 +253,7 @@ func (r *Reconciler) adopt(ctx context.Context, vd *konfidencev1.VectorDeploymen
 	ad *konfidencev1.ArtifactDeployment, collisionCount int32) (slotResult, error) {
 	recorded, hasSource := ad.Annotations[konfidencev1.ArtifactSourceAnnotation]
 	if hasSource && recorded != source {
-		return slotResult{}, refuse(konfidencev1.ArtifactSourceConflictReason,
+		return slotResult{}, outcome.Stallingf(konfidencev1.ArtifactSourceConflictReason,
 			"ArtifactDeployment %s of %s was built from %s, not from %s; it is neither shared nor changed", ad.Name, id, recorded, source)
 	}
 	result := slotResult{outcome: adopted, name: ad.Name, collisionCount: max(collisionCount, collisionCountOf(ad)), deployment: ad}

@@ -26,7 +26,7 @@ func TestAdoptsKonfidenceArtifactDeploymentsByAnnotations(t *testing.T) {
 	vector := pushVector(t, reg, "acme.org/vectors/shop", shared, private)
 	vd := createVectorDeployment(t, ns, "shop", vector)
 
-	v, err := ocm.NewClient(ocm.Options{}).ResolveVector(ctx, vector)
+	v, err := ocm.NewClient(ocm.Options{}).ResolveVector(ctx, vector, ocm.Read{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,5 +141,5 @@ func (r *Reconciler) reportTeardown(ctx context.Context, vd *konfidencev1.Vector
 	}
 	conditions.MarkFalse(vd, konfidencev1.ReadyCondition, konfidencev1.TearingDownReason, "%s", msg)
 	conditions.MarkReconciling(vd, meta.ProgressingReason, "%s", msg)
-	return client.IgnoreNotFound(r.writeStatus(ctx, original, vd))
+	return client.IgnoreNotFound(r.status().Finalize(ctx, original, vd, nil))
 }

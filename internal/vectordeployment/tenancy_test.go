@@ -19,7 +19,7 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
-// TestDescriptorVersionMustMatchReference (issue 9, finding 6): shop:2.0.0 references frontend:2.0.0, whose
+// TestDescriptorVersionMustMatchReference: shop:2.0.0 references frontend:2.0.0, whose
 // descriptor says 1.2.3+build.5. It fails alone as DescriptorMismatch, with an event, instead of being deployed
 // under the name of the real frontend:1.2.3+build.5.
 func TestDescriptorVersionMustMatchReference(t *testing.T) {
@@ -36,7 +36,7 @@ func TestDescriptorVersionMustMatchReference(t *testing.T) {
 	}
 }
 
-// TestSourceConflictIsNotShared (issue 9, finding 6): an impostor in another registry with the same component,
+// TestSourceConflictIsNotShared: an impostor in another registry with the same component,
 // version and reuse but another chart has the same identity, hence the same name. The VectorDeployment reading it
 // does not adopt the existing ArtifactDeployment: ArtifactSourceConflict and a warning, nothing overwritten.
 func TestSourceConflictIsNotShared(t *testing.T) {
@@ -114,10 +114,10 @@ func TestSourceIsBackfilledOnAdoption(t *testing.T) {
 	})
 }
 
-// TestArtifactBeyondCRDLimits (issue 9, finding 7): artifacts the reader accepts but the CRD would refuse fail
+// TestArtifactBeyondCRDLimits: artifacts the reader accepts but the CRD would refuse fail
 // alone and for good (ArtifactLimitsExceeded, an event each), the good one is deployed, and the VectorDeployment
-// is summarized: Ready present, Stalled, not Reconciling. The 205-byte version that reached the API server before
-// finding 6 now fails as DescriptorMismatch, also alone.
+// is summarized: Ready present, Stalled, not Reconciling. A 205-byte version is refused before, by the
+// descriptor check (DescriptorMismatch), also alone.
 func TestArtifactBeyondCRDLimits(t *testing.T) {
 	reg := ocmtest.NewRegistry(t)
 	good := ocmtest.Artifact("acme.org/artifacts/good", "1.0.0", helmType, true)
@@ -157,7 +157,7 @@ func TestArtifactBeyondCRDLimits(t *testing.T) {
 	})
 }
 
-// TestOneVersionPerComponent (issue 9, finding 8): a vector referencing two versions of one component is refused
+// TestOneVersionPerComponent: a vector referencing two versions of one component is refused
 // as a whole, for good, before anything is created; its status says which component and why.
 func TestOneVersionPerComponent(t *testing.T) {
 	reg := ocmtest.NewRegistry(t)

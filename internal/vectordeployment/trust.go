@@ -3,7 +3,6 @@ package vectordeployment
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -81,11 +80,11 @@ func (r *Reconciler) readKeys(ctx context.Context, key client.ObjectKey) (map[st
 
 // secretKey reads a Secret reference given as namespace/name, or as a bare name in the operator's namespace
 // (RUNTIME_NAMESPACE, as for Flux's controllers).
-func secretKey(ref string) (client.ObjectKey, error) {
+func secretKey(ref, runtimeNamespace string) (client.ObjectKey, error) {
 	if namespace, name, ok := strings.Cut(ref, "/"); ok {
 		return client.ObjectKey{Namespace: namespace, Name: name}, nil
 	}
-	namespace := os.Getenv("RUNTIME_NAMESPACE")
+	namespace := runtimeNamespace
 	if namespace == "" {
 		return client.ObjectKey{}, fmt.Errorf("signature keys secret %q: give namespace/name, or set RUNTIME_NAMESPACE", ref)
 	}

@@ -24,7 +24,6 @@ package hash
 import (
 	"fmt"
 	"math/bits"
-	"unsafe"
 )
 
 // MaxLength is the longest hash Fnv renders: 128 bits take 25 base36 digits.
@@ -33,35 +32,44 @@ const MaxLength = 25
 // Fnv returns the FNV-1a hash of content rendered as exactly length base36 characters ([0-9a-z]), left-padded
 // with '0' and keeping the last length characters. length must be between 1 and MaxLength.
 func Fnv(content string, length int) (string, error) {
-	var buf [MaxLength]byte
-	out, err := appendFnv(buf[:0], content, length)
-	return string(out), err
+	digits, err := fnvDigits(content, length)
+	if err != nil {
+		return "", err
+	}
+	return string(digits[:length]), nil
 }
 
 // AppendFnv appends the hash Fnv would return for content to dst. It lets callers that assemble a name in a
 // buffer avoid an intermediate string.
 func AppendFnv(dst, content []byte, length int) ([]byte, error) {
-	// The string view of content lives only for this call and is never retained, so content may be reused.
-	return appendFnv(dst, unsafe.String(unsafe.SliceData(content), len(content)), length) //nolint:gosec // G103: audited, see above
+	digits, err := fnvDigits(content, length)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, digits[:length]...), nil
 }
 
-func appendFnv(dst []byte, content string, length int) ([]byte, error) {
-	var digits [MaxLength]byte // base36 digits, least significant first
+// fnvDigits returns the length base36 digits of content's hash, most significant first. It reads a string or a
+// byte slice alike, in place: instantiated once for each, without a copy into the other. It returns the digits by
+// value and appends to no buffer of the caller's, so that the callers stay small enough to inline and their
+// buffers on their stacks.
+func fnvDigits[T string | []byte](content T, length int) (digits [MaxLength]byte, err error) {
+	var lsd [MaxLength]byte // least significant first
 	switch {
 	case length < 1 || length > MaxLength:
-		return dst, fmt.Errorf("hash length %d out of range [1,%d]", length, MaxLength)
+		return digits, fmt.Errorf("hash length %d out of range [1,%d]", length, MaxLength)
 	case length <= 7:
-		base36(digits[:length], 0, uint64(fnv32a(content)))
+		base36(lsd[:length], 0, uint64(fnv32a(content)))
 	case length <= 13:
-		base36(digits[:length], 0, fnv64a(content))
+		base36(lsd[:length], 0, fnv64a(content))
 	default:
 		hi, lo := fnv128a(content)
-		base36(digits[:length], hi, lo)
+		base36(lsd[:length], hi, lo)
 	}
-	for i := length - 1; i >= 0; i-- {
-		dst = append(dst, digits[i])
+	for i := range length {
+		digits[i] = lsd[length-1-i]
 	}
-	return dst, nil
+	return digits, nil
 }
 
 const alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -82,7 +90,7 @@ func base36(d []byte, hi, lo uint64) {
 	}
 }
 
-func fnv32a(s string) uint32 {
+func fnv32a[T string | []byte](s T) uint32 {
 	const offset, prime = 2166136261, 16777619
 	h := uint32(offset)
 	for i := 0; i < len(s); i++ {
@@ -92,7 +100,7 @@ func fnv32a(s string) uint32 {
 	return h
 }
 
-func fnv64a(s string) uint64 {
+func fnv64a[T string | []byte](s T) uint64 {
 	const offset, prime = 14695981039346656037, 1099511628211
 	h := uint64(offset)
 	for i := 0; i < len(s); i++ {
@@ -103,7 +111,7 @@ func fnv64a(s string) uint64 {
 }
 
 // fnv128a multiplies by the 128-bit FNV prime 2^88 + 0x13b as (h * 0x13b) + (h << 88), modulo 2^128.
-func fnv128a(s string) (hi, lo uint64) {
+func fnv128a[T string | []byte](s T) (hi, lo uint64) {
 	hi, lo = 0x6c62272e07bb0142, 0x62b821756295c58d
 	for i := 0; i < len(s); i++ {
 		lo ^= uint64(s[i])

@@ -90,7 +90,7 @@ func TestNaming(t *testing.T) {
 }
 
 // TestDecodeRefusesYAMLUnderJSONMediaType: unlike OCM, a +json layer is read with the JSON decoder only, so input
-// that is not JSON never reaches the YAML parser (issue 9, finding 2); YAML media types still read YAML.
+// that is not JSON never reaches the YAML parser; YAML media types still read YAML.
 func TestDecodeRefusesYAMLUnderJSONMediaType(t *testing.T) {
 	yamlDoc := []byte("component:\n  name: acme.org/z\n  version: 1.0.0\n")
 	for _, mt := range []string{MediaTypeDescriptorJSON, MediaTypeLegacyDescriptorJSON} {

@@ -66,7 +66,7 @@ func (l *AuditLog) Events() ([]AuditEvent, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	var events []AuditEvent
 	seen := map[string]int{}
 	scanner := bufio.NewScanner(f)

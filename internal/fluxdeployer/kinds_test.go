@@ -59,8 +59,10 @@ func TestFluxKindTable(t *testing.T) {
 				t.Fatal(err)
 			}
 			m["status"] = map[string]any{
-				"observedGeneration":     int64(3),
-				"conditions":             []any{map[string]any{"type": meta.ReadyCondition, "status": "True", "reason": meta.SucceededReason, "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}},
+				"observedGeneration": int64(3),
+				"conditions": []any{map[string]any{
+					"type": meta.ReadyCondition, "status": "True", "reason": meta.SucceededReason, "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z",
+				}},
 				"lastHandledReconcileAt": "yesterday",
 			}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, obj); err != nil {

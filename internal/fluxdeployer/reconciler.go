@@ -129,11 +129,11 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	}
 	applied := make([]fluxObject, len(objects))
 	for i, obj := range objects {
-		outcome, live, err := r.apply(ctx, obj)
+		result, live, err := r.apply(ctx, obj)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		r.recordApply(ad, obj, outcome)
+		r.recordApply(ad, obj, result)
 		applied[i] = live
 	}
 	// After the apply: on resume it finds the objects as applied before the suspension and lifts their suspend.

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/fluxcd/pkg/apis/meta"
-	"github.com/fluxcd/pkg/runtime/conditions"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
@@ -20,12 +19,6 @@ func (r *Reconciler) finalize(ctx context.Context, original, ad *konfidencev1.Ar
 	status := outcome.Status[*konfidencev1.ArtifactDeployment]{Client: r.client, Event: r.event, FieldOwner: FieldManager}
 	if err != nil {
 		err = outcome.As(err, meta.ReconciliationFailedReason)
-	}
-	// outcome.Normalize tells a Ready object by conditions.IsReady, which is false while the Reconciling or Stalled
-	// of the previous reconcile is still set: the steps ending Ready True is what ends both here.
-	if err == nil && conditions.IsTrue(ad, meta.ReadyCondition) {
-		conditions.Delete(ad, meta.ReconcilingCondition)
-		conditions.Delete(ad, meta.StalledCondition)
 	}
 	return status.Finalize(ctx, original, ad, err)
 }

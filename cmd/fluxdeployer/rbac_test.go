@@ -1,18 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,14 +36,15 @@ import (
 // TestRoleGrantsOnlyWhatTheOperatorUses runs the operator as its ServiceAccount, with exactly config/rbac's
 // rights, through a scenario that exercises every code path that talks to the API server (creating, adopting
 // and salting ArtifactDeployments, building and observing Flux objects, pull Secrets, deployment results,
-// suspend, resume and reconcile requests, leader election, events), records every request it makes, and fails
-// on any rule of config/rbac/role.yaml that grants a verb no request used, and on any request refused.
+// suspend, resume and reconcile requests, leader election, events), reads every request it made from the API
+// server's audit log, and fails on any rule of config/rbac/role.yaml that grants a verb no request used, and on
+// any request refused.
 func TestRoleGrantsOnlyWhatTheOperatorUses(t *testing.T) {
 	s := startOperatorAs(t, true)
 	s.run(t, "tenant")
 	s.assertNoRefusal(t)
 
-	used := s.recorder.used()
+	used := s.usedGrants(t)
 	var unused []string
 	for _, grant := range grantedVerbs(t) {
 		if !used[grant] {
@@ -70,18 +67,21 @@ func TestWatchOneNamespaceNeedsOnlyARoleBinding(t *testing.T) {
 }
 
 // operatorScenario is an API server with config/default installed and the operator's manager running as its
-// ServiceAccount, every request recorded.
+// ServiceAccount, every request of the operator in the API server's audit log.
 type operatorScenario struct {
-	env      *testenv.Env
-	recorder *verbRecorder
+	env   *testenv.Env
+	audit *controlplane.AuditLog
 }
+
+// operatorUser is the user the API server authenticates the operator's ServiceAccount as.
+var operatorUser = "system:serviceaccount:" + controlplane.OperatorNamespace + ":" + controlplane.OperatorServiceAccount
 
 // startOperatorAs starts the API server and the operator. With allNamespaces false, the operator watches only its
 // own namespace and its ClusterRole is bound there by a RoleBinding only.
 func startOperatorAs(t *testing.T, allNamespaces bool) *operatorScenario {
 	t.Helper()
 	ctx := context.Background()
-	env := testenv.Start(t, filepath.Join(testenv.RepoRoot(), "internal", "fluxdeployer", "testdata", "crds"))
+	env, audit := testenv.StartAudited(t, operatorUser, filepath.Join(testenv.RepoRoot(), "internal", "fluxdeployer", "testdata", "crds"))
 	if err := controlplane.InstallOperator(ctx, env.Client); err != nil {
 		t.Fatal(err)
 	}
@@ -96,12 +96,12 @@ func startOperatorAs(t *testing.T, allNamespaces bool) *operatorScenario {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &operatorScenario{env: env, recorder: &verbRecorder{}}
+	s := &operatorScenario{env: env, audit: audit}
 	t.Setenv("RUNTIME_NAMESPACE", controlplane.OperatorNamespace)
 	o := parseRunOptions(t, "--metrics-addr=0", "--health-addr=0", "--enable-leader-election",
 		"--leader-election-retry-period=1s", fmt.Sprintf("--watch-all-namespaces=%t", allNamespaces))
 	o.reuseControllerNames = true
-	mgr, err := newManager(s.recorder.wrap(cfg), o)
+	mgr, err := newManager(cfg, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,8 +233,19 @@ func (s *operatorScenario) run(t *testing.T, ns string) {
 			return nil
 		})
 	}
-	// Leader election renews its Lease every retry period (1s).
-	time.Sleep(3 * time.Second)
+	// Leader election renews its Lease every retry period (1s): wait for a renewal.
+	testenv.Eventually(t, time.Minute, func() error {
+		events, err := s.audit.Events()
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(events, func(e controlplane.AuditEvent) bool {
+			return e.Verb == "update" && e.ObjectRef != nil && e.ObjectRef.Resource == "leases"
+		}) {
+			return errors.New("the operator has not renewed its leader-election Lease yet")
+		}
+		return nil
+	})
 }
 
 // playFlux does what Flux's controllers would for an ArtifactDeployment's objects once the deployer created them:
@@ -279,39 +290,13 @@ func (s *operatorScenario) replayFlux(t *testing.T, ad *konfidencev1.ArtifactDep
 			o.obj.SetNamespace(ad.Namespace)
 			o.obj.SetName(ad.Name)
 		}
-		setFluxStatus(t, s.env.Client, o.obj, o.conditions)
+		testenv.SetFluxStatus(t, s.env.Client, o.obj, o.conditions...)
 	}
 }
 
 type fluxStatusObject struct {
-	obj        client.Object
+	obj        testenv.FluxObject
 	conditions []metav1.Condition
-}
-
-// setFluxStatus writes conditions for the object's current generation, waiting until the deployer created it.
-func setFluxStatus(t *testing.T, c client.Client, obj client.Object, conds []metav1.Condition) {
-	t.Helper()
-	testenv.Eventually(t, time.Minute, func() error {
-		if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err
-		}
-		setter := obj.(conditions.Setter)
-		for _, cond := range conds {
-			cond.ObservedGeneration = obj.GetGeneration()
-			conditions.Set(setter, &cond)
-		}
-		switch o := obj.(type) {
-		case *sourcev1.HelmChart:
-			o.Status.ObservedGeneration = o.Generation
-		case *sourcev1.OCIRepository:
-			o.Status.ObservedGeneration = o.Generation
-		case *helmv2.HelmRelease:
-			o.Status.ObservedGeneration = o.Generation
-		case *kustomizev1.Kustomization:
-			o.Status.ObservedGeneration = o.Generation
-		}
-		return c.Status().Update(context.Background(), obj)
-	})
 }
 
 func ownedArtifactDeployments(ctx context.Context, c client.Client, vd *konfidencev1.VectorDeployment) ([]*konfidencev1.ArtifactDeployment, error) {
@@ -349,7 +334,17 @@ func create(t *testing.T, c client.Client, objs ...client.Object) {
 
 func (s *operatorScenario) assertNoRefusal(t *testing.T) {
 	t.Helper()
-	if refused := s.recorder.refusedRequests(); len(refused) > 0 {
+	events, err := s.audit.Events()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused []string
+	for _, e := range events {
+		if e.ResponseStatus != nil && e.ResponseStatus.Code == http.StatusForbidden {
+			refused = append(refused, e.Verb+" "+e.RequestURI)
+		}
+	}
+	if len(refused) > 0 {
 		t.Errorf("the API server refused the operator:\n%s", strings.Join(refused, "\n"))
 	}
 }
@@ -392,133 +387,68 @@ func grantedVerbs(t *testing.T) []grant {
 	return grants
 }
 
-// verbRecorder records the RBAC verb of every request that passes through a rest.Config, the verbs the API server
-// authorizes along with it, and the requests it refused.
-type verbRecorder struct {
-	mu      sync.Mutex
-	verbs   map[grant]bool
-	refused []string
+// usedGrants are the verbs the API server authorized for the operator's requests, as its audit log has them:
+// each request's verb and resource, and the checks the API server makes along with some requests, of which the
+// audit log has no event of their own:
+//   - list with a watch: an informer's first list is a streaming watch where the API server serves one, a LIST
+//     where it does not, and the role must work with both;
+//   - create for a server-side apply that created its object (answered 201 Created);
+//   - delete on an object that is given owner references, and update on the finalizers of every owner whose
+//     deletion it blocks (the OwnerReferencesPermissionEnforcement admission plugin).
+func (s *operatorScenario) usedGrants(t *testing.T) map[grant]bool {
+	t.Helper()
+	events, err := s.audit.Events()
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[grant]bool{}
+	for _, e := range events {
+		code := 0
+		if e.ResponseStatus != nil {
+			code = e.ResponseStatus.Code
+		}
+		if e.ObjectRef == nil || code == http.StatusForbidden {
+			continue // discovery and other non-resource requests, and refusals (see assertNoRefusal)
+		}
+		resource := e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			resource += "/" + e.ObjectRef.Subresource
+		}
+		g := grant{e.ObjectRef.APIGroup, resource, e.Verb}
+		used[g] = true
+		switch {
+		case e.Verb == "watch":
+			used[grant{g.group, g.resource, "list"}] = true
+		case e.Verb == "patch" && code == http.StatusCreated:
+			used[grant{g.group, g.resource, "create"}] = true
+		}
+		for _, o := range ownerReferenceGrants(e, g) {
+			used[o] = true
+		}
+	}
+	return used
 }
 
-func (r *verbRecorder) wrap(cfg *rest.Config) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
-		return roundTrip(func(req *http.Request) (*http.Response, error) {
-			body := requestBody(req)
-			resp, err := next.RoundTrip(req)
-			r.record(req, body, resp)
-			return resp, err
-		})
-	})
-	return cfg
-}
-
-func (r *verbRecorder) record(req *http.Request, body []byte, resp *http.Response) {
-	group, resource, named, ok := parseResourcePath(req.URL.Path)
-	if !ok {
-		return // discovery and other non-resource requests
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.verbs == nil {
-		r.verbs = map[grant]bool{}
-	}
-	if resp != nil && resp.StatusCode == http.StatusForbidden {
-		r.refused = append(r.refused, req.Method+" "+req.URL.String())
-	}
-	for _, g := range authorizedVerbs(req, group, resource, named, body) {
-		r.verbs[g] = true
-	}
-}
-
-// authorizedVerbs are the verbs the API server checks for a request: the request's own, list for a watch, create for a
-// server-side apply (it creates a missing object), and for an object that gets owner references, delete on it
-// and update on the finalizers of every owner whose deletion it blocks (the OwnerReferencesPermissionEnforcement
-// admission plugin).
-func authorizedVerbs(req *http.Request, group, resource string, named bool, body []byte) []grant {
-	verb := map[string]string{http.MethodPost: "create", http.MethodPut: "update", http.MethodPatch: "patch", http.MethodDelete: "delete"}[req.Method]
-	switch {
-	case req.Method == http.MethodGet && named:
-		verb = "get"
-	case req.Method == http.MethodGet && req.URL.Query().Get("watch") == "true":
-		verb = "watch"
-	case req.Method == http.MethodGet:
-		verb = "list"
-	case req.Method == http.MethodDelete && !named:
-		verb = "deletecollection"
-	}
-	grants := []grant{{group, resource, verb}}
-	if verb == "watch" {
-		// An informer's first list is a streaming watch where the API server serves one (WatchList); where it
-		// does not, client-go falls back to a LIST.
-		grants = append(grants, grant{group, resource, "list"})
-	}
-	if strings.HasPrefix(req.Header.Get("Content-Type"), "application/apply-patch") {
-		grants = append(grants, grant{group, resource, "create"})
+// ownerReferenceGrants are the grants OwnerReferencesPermissionEnforcement checks for a request of g whose object
+// has owner references: delete on the object, and update on the finalizers of each owner whose deletion it blocks.
+func ownerReferenceGrants(e controlplane.AuditEvent, g grant) []grant {
+	if e.ObjectRef.Subresource != "" || len(e.RequestObject) == 0 {
+		return nil
 	}
 	var obj struct {
 		Metadata struct {
 			OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
 		} `json:"metadata"`
 	}
-	if json.Unmarshal(body, &obj) == nil && len(obj.Metadata.OwnerReferences) > 0 && !strings.Contains(resource, "/") {
-		grants = append(grants, grant{group, resource, "delete"})
-		for _, ref := range obj.Metadata.OwnerReferences {
-			if ref.BlockOwnerDeletion != nil && *ref.BlockOwnerDeletion {
-				ownerGroup, _, _ := strings.Cut(ref.APIVersion, "/")
-				grants = append(grants, grant{ownerGroup, strings.ToLower(ref.Kind) + "s/finalizers", "update"})
-			}
+	if json.Unmarshal(e.RequestObject, &obj) != nil || len(obj.Metadata.OwnerReferences) == 0 {
+		return nil
+	}
+	grants := []grant{{g.group, g.resource, "delete"}}
+	for _, ref := range obj.Metadata.OwnerReferences {
+		if ref.BlockOwnerDeletion != nil && *ref.BlockOwnerDeletion {
+			group, _, _ := strings.Cut(ref.APIVersion, "/")
+			grants = append(grants, grant{group, strings.ToLower(ref.Kind) + "s/finalizers", "update"})
 		}
 	}
 	return grants
 }
-
-// parseResourcePath splits /api/v1/[namespaces/NS/]RESOURCE[/NAME[/SUBRESOURCE]] and its /apis/GROUP/VERSION form.
-func parseResourcePath(path string) (group, resource string, named, ok bool) {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	switch {
-	case len(parts) >= 3 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 4 && parts[0] == "apis":
-		group, parts = parts[1], parts[3:]
-	default:
-		return "", "", false, false
-	}
-	if len(parts) >= 3 && parts[0] == "namespaces" {
-		parts = parts[2:]
-	}
-	resource = parts[0]
-	if len(parts) >= 3 {
-		resource += "/" + parts[2]
-	}
-	return group, resource, len(parts) >= 2, true
-}
-
-func requestBody(req *http.Request) []byte {
-	if req.GetBody == nil {
-		return nil
-	}
-	rc, err := req.GetBody()
-	if err != nil {
-		return nil
-	}
-	defer rc.Close()
-	b, _ := io.ReadAll(io.LimitReader(rc, 1<<20))
-	return bytes.TrimSpace(b)
-}
-
-func (r *verbRecorder) used() map[grant]bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return maps.Clone(r.verbs)
-}
-
-func (r *verbRecorder) refusedRequests() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.refused)
-}
-
-type roundTrip func(*http.Request) (*http.Response, error)
-
-func (f roundTrip) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -34,6 +34,7 @@ type APIServer struct {
 	// certDir holds kube-apiserver's serving certificates and service-account keys. It is ours, not envtest's,
 	// so that Restart keeps them: a new CA or signing key would invalidate every client's kubeconfig and token.
 	certDir string
+	audit   *AuditLog // nil unless started by StartAuditedAPIServer
 }
 
 // RepoRoot is the root of the fluxdeployer module, found from this file so that tests of any package and the
@@ -57,7 +58,21 @@ func FluxCRDDirs() []string {
 // directories installed. The API server authorizes with RBAC and runs the OwnerReferencesPermissionEnforcement
 // admission plugin, as production clusters do, so that an owner reference with blockOwnerDeletion needs update
 // rights on the owner's finalizers.
-func StartAPIServer(assetsDir string, extraCRDDirs ...string) (_ *APIServer, err error) {
+func StartAPIServer(assetsDir string, extraCRDDirs ...string) (*APIServer, error) {
+	return startAPIServer(assetsDir, "", extraCRDDirs)
+}
+
+// StartAuditedAPIServer is StartAPIServer with an audit log of every request user makes (a user name such as
+// system:serviceaccount:<namespace>:<name>).
+func StartAuditedAPIServer(assetsDir, user string, extraCRDDirs ...string) (*APIServer, *AuditLog, error) {
+	s, err := startAPIServer(assetsDir, user, extraCRDDirs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, s.audit, nil
+}
+
+func startAPIServer(assetsDir, auditUser string, extraCRDDirs []string) (_ *APIServer, err error) {
 	scheme, err := NewScheme()
 	if err != nil {
 		return nil, err
@@ -78,6 +93,16 @@ func StartAPIServer(assetsDir string, extraCRDDirs ...string) (_ *APIServer, err
 		return nil, err
 	}
 	te.ControlPlane.GetAPIServer().CertDir = certDir
+	var audit *AuditLog
+	if auditUser != "" {
+		var flags map[string]string
+		if audit, flags, err = auditFlags(certDir, auditUser); err != nil {
+			return nil, errors.Join(err, os.RemoveAll(certDir))
+		}
+		for name, value := range flags {
+			te.ControlPlane.GetAPIServer().Configure().Set(name, value)
+		}
+	}
 	cfg, err := te.Start()
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(certDir))
@@ -100,7 +125,7 @@ func StartAPIServer(assetsDir string, extraCRDDirs ...string) (_ *APIServer, err
 	if err != nil {
 		return nil, err
 	}
-	return &APIServer{Config: cfg, Client: c, Scheme: scheme, Kubeconfig: kubeconfig, env: te, certDir: certDir}, nil
+	return &APIServer{Config: cfg, Client: c, Scheme: scheme, Kubeconfig: kubeconfig, env: te, certDir: certDir, audit: audit}, nil
 }
 
 // Connect uses an existing cluster through a kubeconfig instead of starting one; Stop leaves it running.

@@ -14,6 +14,7 @@ import (
 	"oras.land/oras-go/v2/registry"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // OCM access types by every alias OCM accepts for them (type names are compared exactly, as OCM does).
@@ -55,30 +56,30 @@ type accessSpec struct {
 // resolveAccess reads the resource's access specification.
 func resolveAccess(r *konfidencev1.Resource) (artifact, error) {
 	if r.Content == nil {
-		return artifact{}, terminal(konfidencev1.InvalidAccessSpecReason, "resource %s has no access specification", r.Name)
+		return artifact{}, outcome.Stallingf(konfidencev1.InvalidAccessSpecReason, "resource %s has no access specification", r.Name)
 	}
 	var spec accessSpec
 	if err := json.Unmarshal(r.Content.Raw, &spec); err != nil {
-		return artifact{}, terminal(konfidencev1.InvalidAccessSpecReason, "resource %s: access: %v", r.Name, err)
+		return artifact{}, outcome.Stallingf(konfidencev1.InvalidAccessSpecReason, "resource %s: access: %v", r.Name, err)
 	}
 	if err := checkUniqueKeys(r.Content.Raw); err != nil {
-		return artifact{}, terminal(konfidencev1.InvalidAccessSpecReason, "resource %s: access: %v", r.Name, err)
+		return artifact{}, outcome.Stallingf(konfidencev1.InvalidAccessSpecReason, "resource %s: access: %v", r.Name, err)
 	}
 	switch {
 	case ociAccessTypes[spec.Type]:
 		a, err := parseImageReference(spec.ImageReference)
 		if err != nil {
-			return artifact{}, terminal(konfidencev1.InvalidAccessSpecReason, "resource %s: %v", r.Name, err)
+			return artifact{}, outcome.Stallingf(konfidencev1.InvalidAccessSpecReason, "resource %s: %v", r.Name, err)
 		}
 		return pinDigest(a, r)
 	case helmAccessTypes[spec.Type]:
 		a, err := parseHelmAccess(spec)
 		if err != nil {
-			return artifact{}, terminal(konfidencev1.InvalidAccessSpecReason, "resource %s: %v", r.Name, err)
+			return artifact{}, outcome.Stallingf(konfidencev1.InvalidAccessSpecReason, "resource %s: %v", r.Name, err)
 		}
 		return a, nil
 	default:
-		return artifact{}, terminal(konfidencev1.UnsupportedAccessTypeReason,
+		return artifact{}, outcome.Stallingf(konfidencev1.UnsupportedAccessTypeReason,
 			"resource %s has access type %q; supported are the OCI image and Helm access types", r.Name, spec.Type)
 	}
 }
@@ -139,7 +140,7 @@ func (a artifact) checkCredentialsTLS(cfg config, pullSecret *meta.LocalObjectRe
 	if !a.insecure || pullSecret == nil || slices.Contains(cfg.insecureCredentialsHosts, a.host) {
 		return nil
 	}
-	return terminal(konfidencev1.CredentialsRequireTLSReason,
+	return outcome.Stallingf(konfidencev1.CredentialsRequireTLSReason,
 		"the credentials of Secret %s for %s are not sent over plain HTTP: use an https or oci reference, or allow the host in %s",
 		pullSecret.Name, a.host, insecureCredentialsHostsKey)
 }
@@ -152,7 +153,7 @@ func pinDigest(a artifact, r *konfidencev1.Resource) (artifact, error) {
 	case a.digest == "":
 		a.digest = r.Digest
 	case a.digest != r.Digest:
-		return artifact{}, terminal(konfidencev1.DigestMismatchReason, "resource %s: access pins %s, the resource's digest is %s", r.Name, a.digest, r.Digest)
+		return artifact{}, outcome.Stallingf(konfidencev1.DigestMismatchReason, "resource %s: access pins %s, the resource's digest is %s", r.Name, a.digest, r.Digest)
 	}
 	return a, nil
 }

@@ -11,18 +11,16 @@ import (
 	"slices"
 	"strings"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // FieldManager is the server-side apply field manager of every Flux object the deployer writes.
@@ -80,44 +78,30 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object) (applyOutcome
 	owned := desired.DeepCopy() // the apply decodes the API server's answer into desired
 	if err := r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired),
 		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		return unchanged, nil, transient(konfidencev1.ApplyFailedReason,
+		return unchanged, nil, outcome.Retrying(konfidencev1.ApplyFailedReason,
 			fmt.Errorf("applying %s %s/%s: %w", desired.GetKind(), desired.GetNamespace(), desired.GetName(), err))
 	}
 	applied, err := r.typed(desired)
 	if err != nil {
 		return unchanged, nil, err
 	}
-	outcome := updated
+	result := updated
 	switch {
 	case cached == nil:
-		outcome = created
+		result = created
 	case cached.GetResourceVersion() == applied.GetResourceVersion():
-		outcome = unchanged // the cache was behind a change another writer reverted
+		result = unchanged // the cache was behind a change another writer reverted
 	}
-	return r.revertForeignFields(ctx, outcome, applied, foreignFields(owned.Object, desired.Object))
+	return r.revertForeignFields(ctx, result, applied, foreignFields(owned.Object, desired.Object))
 }
 
-// ownedUnset are the spec fields, by kind, that decide what is deployed (values, patches, post-renderers, image
-// overrides, substitutions), from where (the source's reference and namespace, its layer, plain HTTP, credentials)
-// and where to and with whose rights (kubeConfig, serviceAccountName), and that the deployer decides by leaving
-// them unset. A server-side apply leaves the fields it does not send to their writers, so without these another
-// writer of the Flux object (anyone who may patch it) would deploy other content than the verified vector's, and
-// keep doing so; the deployer takes each of them back (revertForeignFields). Defaulted fields are not listed: the
-// API server would set them again.
-var ownedUnset = map[string][]string{
-	sourcev1.HelmRepositoryKind: {"insecure", "secretRef", "passCredentials"},
-	sourcev1.OCIRepositoryKind: {
-		"ref.digest", "ref.tag", "ref.semver", "ref.semverFilter", "layerSelector", "ignore", "insecure", "secretRef",
-	},
-	helmv2.HelmReleaseKind: {
-		"values", "valuesFrom", "postRenderers", "chart.spec.valuesFiles", "chart.spec.sourceRef.namespace",
-		"chartRef.namespace", "commonMetadata.annotations", "kubeConfig", "serviceAccountName",
-	},
-	kustomizev1.KustomizationKind: {
-		"patches", "images", "postBuild", "components", "namePrefix", "sourceRef.namespace",
-		"commonMetadata.annotations", "kubeConfig", "serviceAccountName",
-	},
-}
+// A fluxKind's ownedUnset are the spec fields that decide what is deployed (values, patches, post-renderers,
+// image overrides, substitutions), from where (the source's reference and namespace, its layer, plain HTTP,
+// credentials) and where to and with whose rights (kubeConfig, serviceAccountName), and that the deployer decides
+// by leaving them unset. A server-side apply leaves the fields it does not send to their writers, so without these
+// another writer of the Flux object (anyone who may patch it) would deploy other content than the verified
+// vector's, and keep doing so; the deployer takes each of them back (revertForeignFields). Defaulted fields are
+// not listed: the API server would set them again.
 
 // ownedMaps are spec maps the deployer owns whole: another writer's keys in them are taken back too (labels on
 // every rendered object).
@@ -128,7 +112,11 @@ var ownedMaps = []string{"commonMetadata.labels"}
 func foreignFields(desired, live map[string]any) [][]string {
 	var foreign [][]string
 	kind, _ := desired["kind"].(string)
-	for _, field := range ownedUnset[kind] {
+	var ownedUnset []string
+	if k := kindNamed(kind); k != nil {
+		ownedUnset = k.ownedUnset
+	}
+	for _, field := range ownedUnset {
 		path := specPath(field)
 		if hasField(live, path) && !hasField(desired, path) {
 			foreign = append(foreign, path)
@@ -165,9 +153,9 @@ func hasField(obj map[string]any, path []string) bool {
 // revertForeignFields removes the foreign fields from live with a JSON merge patch, whose nulls delete a field
 // whoever wrote it (a server-side apply can only take back what it sends a value for), and counts that as an
 // update. live is the object as the cluster holds it, and is afterwards.
-func (r *Reconciler) revertForeignFields(ctx context.Context, outcome applyOutcome, live fluxObject, foreign [][]string) (applyOutcome, fluxObject, error) {
+func (r *Reconciler) revertForeignFields(ctx context.Context, result applyOutcome, live fluxObject, foreign [][]string) (applyOutcome, fluxObject, error) {
 	if len(foreign) == 0 {
-		return outcome, live, nil
+		return result, live, nil
 	}
 	patch := map[string]any{}
 	names := make([]string, len(foreign))
@@ -177,17 +165,17 @@ func (r *Reconciler) revertForeignFields(ctx context.Context, outcome applyOutco
 	}
 	data, err := json.Marshal(patch)
 	if err != nil {
-		return outcome, nil, err
+		return result, nil, err
 	}
 	if err := r.client.Patch(ctx, live, client.RawPatch(types.MergePatchType, data), client.FieldOwner(FieldManager)); err != nil {
-		return outcome, nil, transient(konfidencev1.ApplyFailedReason,
+		return result, nil, outcome.Retrying(konfidencev1.ApplyFailedReason,
 			fmt.Errorf("taking back %s of %T %s/%s: %w", strings.Join(names, ", "), live, live.GetNamespace(), live.GetName(), err))
 	}
 	ctrl.LoggerFrom(ctx).Info("took back fields another writer set", "object", client.ObjectKeyFromObject(live), "fields", names)
-	if outcome == unchanged {
-		outcome = updated
+	if result == unchanged {
+		result = updated
 	}
-	return outcome, live, nil
+	return result, live, nil
 }
 
 // setNull sets path in the merge patch m to null.
@@ -205,7 +193,7 @@ func setNull(m map[string]any, path []string) {
 
 // cached returns the object as the cache holds it, or nil when the cache has not seen it.
 func (r *Reconciler) cached(ctx context.Context, obj client.Object) (fluxObject, error) {
-	current, err := r.newObject(obj)
+	current, err := newObject(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -214,14 +202,14 @@ func (r *Reconciler) cached(ctx context.Context, obj client.Object) (fluxObject,
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
-		return nil, transient(konfidencev1.ApplyFailedReason, fmt.Errorf("reading %T %s: %w", obj, key, err))
+		return nil, outcome.Retrying(konfidencev1.ApplyFailedReason, fmt.Errorf("reading %T %s: %w", obj, key, err))
 	}
 	return current, nil
 }
 
 // typed converts the API server's answer to an apply into the Flux kind it is.
 func (r *Reconciler) typed(u *unstructured.Unstructured) (fluxObject, error) {
-	obj, err := r.newObject(u)
+	obj, err := newObject(u)
 	if err != nil {
 		return nil, err
 	}
@@ -229,20 +217,12 @@ func (r *Reconciler) typed(u *unstructured.Unstructured) (fluxObject, error) {
 }
 
 // newObject returns an empty object of obj's Flux kind.
-func (r *Reconciler) newObject(obj runtime.Object) (fluxObject, error) {
-	gvk, err := apiutil.GVKForObject(obj, r.scheme)
+func newObject(obj runtime.Object) (fluxObject, error) {
+	k, err := kindOf(obj)
 	if err != nil {
 		return nil, err
 	}
-	typed, err := r.scheme.New(gvk)
-	if err != nil {
-		return nil, err
-	}
-	fo, ok := typed.(fluxObject)
-	if !ok {
-		return nil, fmt.Errorf("%s is not a Flux object with conditions", gvk.Kind)
-	}
-	return fo, nil
+	return k.new(), nil
 }
 
 // applyConfiguration turns a typed Flux object into the fields the deployer owns: no status (that is Flux's), no
@@ -314,5 +294,15 @@ func contains(live, want any) bool {
 		return true
 	default:
 		return reflect.DeepEqual(live, want)
+	}
+}
+
+// recordApply emits an event when the deployer changed a Flux object that existed: drift corrected, or a new
+// configuration applied, which a person may want to know of. Creating the objects of a new ArtifactDeployment is
+// what it is for, so that is no event (events are only for what a person acts on); its status says it.
+func (r *Reconciler) recordApply(ad *konfidencev1.ArtifactDeployment, obj client.Object, result applyOutcome) {
+	if result == updated {
+		kind := obj.GetObjectKind().GroupVersionKind().Kind
+		r.event(ad, corev1.EventTypeNormal, konfidencev1.FluxObjectUpdatedReason, "updated %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
 	}
 }

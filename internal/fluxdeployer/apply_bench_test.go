@@ -5,14 +5,10 @@ import (
 	"testing"
 	"time"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/ssa"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,12 +21,7 @@ import (
 // with fluxcd/pkg/ssa's ResourceManager.Apply (what Flux itself applies with) on the same objects and a
 // cache-backed client like the manager's, and reports the API requests each costs per object.
 func BenchmarkSteadyStateApply(b *testing.B) {
-	env := testenv.Start(b, fluxCRDs)
-	for _, add := range []func(*runtime.Scheme) error{sourcev1.AddToScheme, helmv2.AddToScheme, kustomizev1.AddToScheme} {
-		if err := add(env.Scheme); err != nil {
-			b.Fatal(err)
-		}
-	}
+	env := testHarness(b).env
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
 	counter := &testenv.RequestRecorder{}

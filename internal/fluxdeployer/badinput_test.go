@@ -1,12 +1,13 @@
 package fluxdeployer
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -14,9 +15,10 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 )
 
-// testBadInput: input the deployer cannot deploy ends as a terminal Ready=False/Stalled=True with the reason
+// TestBadInput: input the deployer cannot deploy ends as a terminal Ready=False/Stalled=True with the reason
 // (and a warning event), never as Flux objects; an ArtifactDeployment of another deployer is not touched.
-func testBadInput(t *testing.T, h *harness) {
+func TestBadInput(t *testing.T) {
+	h := testHarness(t)
 	chart := resource("chart", "helmChart", ociAccess("ociArtifact", "registry.example.com/charts/frontend:1.2.3"))
 
 	t.Run("unknown manifest type ignored", func(t *testing.T) {
@@ -30,9 +32,11 @@ func testBadInput(t *testing.T, h *harness) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.ResourceVersion != ad.ResourceVersion || len(got.Status.Conditions) != 0 {
-			t.Errorf("ArtifactDeployment of another type was written: resourceVersion %s → %s, conditions %v",
-				ad.ResourceVersion, got.ResourceVersion, got.Status.Conditions)
+		if diff := cmp.Diff(ad.ResourceVersion, got.ResourceVersion); diff != "" {
+			t.Errorf("ArtifactDeployment of another type was written (-want +got resourceVersion):\n%s", diff)
+		}
+		if diff := cmp.Diff([]metav1.Condition(nil), got.Status.Conditions, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("ArtifactDeployment of another type got conditions (-want +got):\n%s", diff)
 		}
 		if evs := drainEvents(recorder); len(evs) != 0 {
 			t.Errorf("events for an ignored ArtifactDeployment: %q", evs)
@@ -148,8 +152,12 @@ func testBadInput(t *testing.T, h *harness) {
 		}
 		repo := &sourcev1.OCIRepository{}
 		h.get(t, ns, ad.Name, repo)
-		if !repo.Spec.Insecure || repo.Spec.SecretRef == nil || repo.Spec.SecretRef.Name != "registry-credentials" {
-			t.Errorf("OCIRepository insecure %v, secretRef %+v; want the Secret over plain HTTP, as allowed", repo.Spec.Insecure, repo.Spec.SecretRef)
+		type pull struct {
+			Insecure  bool
+			SecretRef *meta.LocalObjectReference
+		}
+		if diff := cmp.Diff(pull{true, &meta.LocalObjectReference{Name: "registry-credentials"}}, pull{repo.Spec.Insecure, repo.Spec.SecretRef}); diff != "" {
+			t.Errorf("OCIRepository: want the Secret over plain HTTP, as allowed (-want +got):\n%s", diff)
 		}
 	})
 
@@ -181,10 +189,10 @@ func TestAccessKeysAreUnique(t *testing.T) {
 		"type case variant":  `{"type":"ociArtifact","Type":"helm","imageReference":"registry.example.com/a/good:1"}`,
 		"unknown keys clash": `{"type":"ociArtifact","imageReference":"registry.example.com/a/good:1","extra":1,"EXTRA":2}`,
 	} {
-		var se *stepError
-		if a, err := resolveAccess(ptr.To(resource("r", "kustomize", access))); !errors.As(err, &se) || se.reason != konfidencev1.InvalidAccessSpecReason || !se.stalled {
-			t.Errorf("%s: %+v, %v; want %s", name, a, err, konfidencev1.InvalidAccessSpecReason)
-		}
+		t.Run(name, func(t *testing.T) {
+			_, err := resolveAccess(ptr.To(resource("r", "kustomize", access)))
+			assertFailure(t, err, konfidencev1.InvalidAccessSpecReason, true)
+		})
 	}
 	// Keys that differ beyond case are no clash, nested objects are not read.
 	if _, err := resolveAccess(ptr.To(resource("r", "kustomize",
@@ -197,14 +205,22 @@ func TestAccessKeysAreUnique(t *testing.T) {
 func TestAccessSpecs(t *testing.T) {
 	for _, typ := range []string{"OCIImage/v1", "OCIImage", "ociImage/v1", "ociImage", "ociArtifact/v1", "ociArtifact", "ociRegistry/v1", "ociRegistry"} {
 		a, err := resolveAccess(ptr.To(resource("r", "kustomize", ociAccess(typ, "registry.example.com/a/b:1"))))
-		if err != nil || a.ociURL() != "oci://registry.example.com/a/b" || a.tag != "1" {
-			t.Errorf("%s: %+v, %v", typ, a, err)
+		if err != nil {
+			t.Errorf("%s: %v", typ, err)
+			continue
+		}
+		if diff := cmp.Diff([]string{"oci://registry.example.com/a/b", "1"}, []string{a.ociURL(), a.tag}); diff != "" {
+			t.Errorf("%s: URL and tag (-want +got):\n%s", typ, diff)
 		}
 	}
 	for _, typ := range []string{"Helm/v1", "Helm", "helm/v1", "helm"} {
 		a, err := resolveAccess(ptr.To(resource("r", "helmChart", `{"type":"`+typ+`","helmRepository":"https://charts.example.com/","helmChart":"app","version":"1.0.0"}`)))
-		if err != nil || a.helmRepositoryURL != "https://charts.example.com" || a.chart != "app" || a.version != "1.0.0" {
-			t.Errorf("%s: %+v, %v", typ, a, err)
+		if err != nil {
+			t.Errorf("%s: %v", typ, err)
+			continue
+		}
+		if diff := cmp.Diff([]string{"https://charts.example.com", "app", "1.0.0"}, []string{a.helmRepositoryURL, a.chart, a.version}); diff != "" {
+			t.Errorf("%s: repository, chart and version (-want +got):\n%s", typ, diff)
 		}
 	}
 	for ref, want := range map[string]artifact{
@@ -216,8 +232,10 @@ func TestAccessSpecs(t *testing.T) {
 		"[::1]:5000/org/app:v1":                     {host: "[::1]:5000", repository: "org/app", tag: "v1"},
 	} {
 		got, err := parseImageReference(ref)
-		if err != nil || got != want {
-			t.Errorf("%s: %+v, %v; want %+v", ref, got, err, want)
+		if err != nil {
+			t.Errorf("%s: %v", ref, err)
+		} else if diff := cmp.Diff(want, got, cmp.AllowUnexported(artifact{})); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", ref, diff)
 		}
 	}
 	for _, ref := range []string{"", "app:1", "ghcr.io/org/app", "ghcr.io/Org/app:1", "ghcr.io/org/app:1@sha256", "ghcr.io/org/app:bad:tag", "ghcr.io//app:1", "ftp://ghcr.io/app:1"} {

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // workloadNameIndex indexes ArtifactDeployments by workloadName, across namespaces.
@@ -75,7 +76,7 @@ func (r *Reconciler) checkClaim(ctx context.Context, cfg config, ad *konfidencev
 		}
 		if ot.kubeConfig == nil {
 			// Which namespace holds the claim is another tenant's business: the message names only the claim.
-			return terminal(konfidencev1.TargetNameConflictReason,
+			return outcome.Stallingf(konfidencev1.TargetNameConflictReason,
 				"the workload names ending in -%s in target namespace %s are claimed by an ArtifactDeployment created earlier; nothing is applied for this one",
 				name, t.namespace)
 		}
@@ -87,7 +88,7 @@ func (r *Reconciler) checkClaim(ctx context.Context, cfg config, ad *konfidencev
 func (r *Reconciler) claimants(ctx context.Context, name string) ([]konfidencev1.ArtifactDeployment, error) {
 	list := &konfidencev1.ArtifactDeploymentList{}
 	if err := r.claims.List(ctx, list, client.MatchingFields{workloadNameIndex: name}); err != nil {
-		return nil, transient(konfidencev1.ApplyFailedReason, fmt.Errorf("listing the ArtifactDeployments of %s: %w", name, err))
+		return nil, outcome.Retrying(konfidencev1.ApplyFailedReason, fmt.Errorf("listing the ArtifactDeployments of %s: %w", name, err))
 	}
 	live := list.Items[:0]
 	for _, ad := range list.Items {

@@ -20,12 +20,13 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
-// testTargetNameConflict (issue 9, finding 9): reusable artifacts get the same name in every namespace, so with a
+// TestTargetNameConflict: reusable artifacts get the same name in every namespace, so with a
 // configured targetNamespace two namespaces' ArtifactDeployments would share one Helm release, or one
 // Kustomization's object names, in the target. The oldest claimant deploys; the other applies nothing, says
 // TargetNameConflict with a warning, has the Flux objects it had from before suspended, and deploys once the
 // claim is released.
-func testTargetNameConflict(t *testing.T, h *harness) {
+func TestTargetNameConflict(t *testing.T) {
+	h := testHarness(t)
 	const (
 		older, younger = "claims-z", "claims-a" // the younger sorts first: age, not the tiebreak, decides
 		shared         = "claims-shared"
@@ -64,16 +65,12 @@ func testTargetNameConflict(t *testing.T, h *harness) {
 		}
 		waitForWarning(t, h, younger, release, konfidencev1.TargetNameConflictReason)
 		waitForFlux(t, h, younger, release, &helmv2.HelmRelease{}, func(obj client.Object) error {
-			if hr := obj.(*helmv2.HelmRelease); !hr.Spec.Suspend || hr.Spec.TargetNamespace != younger {
-				return fmt.Errorf("loser's HelmRelease: suspend %v, target %s; want suspended as it was", hr.Spec.Suspend, hr.Spec.TargetNamespace)
-			}
-			return nil
+			hr := obj.(*helmv2.HelmRelease)
+			return differs("loser's HelmRelease, suspended as it was", placement{true, younger}, placement{hr.Spec.Suspend, hr.Spec.TargetNamespace})
 		})
 		waitForFlux(t, h, older, release, &helmv2.HelmRelease{}, func(obj client.Object) error {
-			if hr := obj.(*helmv2.HelmRelease); hr.Spec.Suspend || hr.Spec.TargetNamespace != shared {
-				return fmt.Errorf("holder's HelmRelease: suspend %v, target %s; want it deployed to %s", hr.Spec.Suspend, hr.Spec.TargetNamespace, shared)
-			}
-			return nil
+			hr := obj.(*helmv2.HelmRelease)
+			return differs("holder's HelmRelease, deployed to the shared namespace", placement{false, shared}, placement{hr.Spec.Suspend, hr.Spec.TargetNamespace})
 		})
 	})
 
@@ -101,10 +98,8 @@ func testTargetNameConflict(t *testing.T, h *harness) {
 		victim := claimTestAD(younger, "config-1-0-0-claim3hash", KustomizeManifestType, "claim3hash", bundle)
 		h.create(t, victim)
 		deployed := func(obj client.Object) error {
-			if ks := obj.(*kustomizev1.Kustomization); ks.Spec.Suspend || ks.Spec.NameSuffix != "-1-0-0-claim3hash" {
-				return fmt.Errorf("victim's Kustomization: suspend %v, suffix %s", ks.Spec.Suspend, ks.Spec.NameSuffix)
-			}
-			return nil
+			ks := obj.(*kustomizev1.Kustomization)
+			return differs("victim's Kustomization", placement{false, "-1-0-0-claim3hash"}, placement{ks.Spec.Suspend, ks.Spec.NameSuffix})
 		}
 		waitForFlux(t, h, younger, victim.Name, &kustomizev1.Kustomization{}, deployed)
 
@@ -132,10 +127,8 @@ func testTargetNameConflict(t *testing.T, h *harness) {
 			t.Fatal(err)
 		}
 		waitForFlux(t, h, younger, release, &helmv2.HelmRelease{}, func(obj client.Object) error {
-			if hr := obj.(*helmv2.HelmRelease); hr.Spec.Suspend || hr.Spec.TargetNamespace != shared {
-				return fmt.Errorf("new holder's HelmRelease: suspend %v, target %s; want it resumed into %s", hr.Spec.Suspend, hr.Spec.TargetNamespace, shared)
-			}
-			return nil
+			hr := obj.(*helmv2.HelmRelease)
+			return differs("new holder's HelmRelease, resumed into the shared namespace", placement{false, shared}, placement{hr.Spec.Suspend, hr.Spec.TargetNamespace})
 		})
 		waitForReady(t, h, second, Unknown, meta.ProgressingReason)
 	})
@@ -233,4 +226,11 @@ func waitForWarning(t *testing.T, h *harness, namespace, name, reason string) {
 		}
 		return fmt.Errorf("no warning %s on %s/%s", reason, namespace, name)
 	})
+}
+
+// placement is whether a Flux object is suspended, and where its workloads go (a target namespace, or a
+// Kustomization's name suffix).
+type placement struct {
+	Suspend bool
+	Where   string
 }

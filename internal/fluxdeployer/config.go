@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // Helm source modes: how an OCI Helm chart reaches helm-controller.
@@ -76,6 +77,9 @@ type config struct {
 	createNamespace bool
 	// teardownTimeout bounds how long a deleted ArtifactDeployment waits for its Flux objects to be gone.
 	teardownTimeout time.Duration
+	// version is the ConfigMap's resourceVersion, "" without one: a reconcile that finds it changed decides the
+	// Flux objects again (see statusOnly).
+	version string
 }
 
 func defaultConfig() config {
@@ -94,18 +98,31 @@ func defaultConfig() config {
 // loadConfig reads the ConfigMap. Without one the defaults apply, so a fresh installation deploys; a ConfigMap
 // that cannot be read is an error on every ArtifactDeployment rather than a silent fallback.
 func loadConfig(ctx context.Context, r client.Reader, key types.NamespacedName) (config, error) {
-	cm := &corev1.ConfigMap{}
-	if err := r.Get(ctx, key, cm); err != nil {
-		if apierrors.IsNotFound(err) {
-			return defaultConfig(), nil
-		}
-		return config{}, fmt.Errorf("reading ConfigMap %s: %w", key, err)
+	cm, err := readConfigMap(ctx, r, key)
+	switch {
+	case err != nil:
+		return config{}, err
+	case cm == nil:
+		return defaultConfig(), nil
 	}
 	c, err := parseConfig(cm.Data)
 	if err != nil {
-		return config{}, terminal(asStepError(err, konfidencev1.InvalidConfigurationReason).reason, "ConfigMap %s: %v", key, err)
+		return config{}, outcome.Stallingf(outcome.As(err, konfidencev1.InvalidConfigurationReason).Reason, "ConfigMap %s: %v", key, err)
 	}
+	c.version = cm.ResourceVersion
 	return c, nil
+}
+
+// readConfigMap returns the ConfigMap, or nil when there is none.
+func readConfigMap(ctx context.Context, r client.Reader, key types.NamespacedName) (*corev1.ConfigMap, error) {
+	cm := &corev1.ConfigMap{}
+	if err := r.Get(ctx, key, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading ConfigMap %s: %w", key, err)
+	}
+	return cm, nil
 }
 
 // ValidateConfig checks the data of the deployer's ConfigMap as every reconcile does, for `fluxdeployer render`:
@@ -177,10 +194,10 @@ func parseConfig(data map[string]string) (config, error) {
 	field(createNamespaceKey, func(v string) (err error) { c.createNamespace, err = strconv.ParseBool(v); return err })
 	if len(errs) > 0 {
 		errs = append(errs, unknownKeys(data, known)...)
-		return c, terminal(konfidencev1.InvalidConfigurationReason, "%w", errors.Join(errs...))
+		return c, outcome.Stallingf(konfidencev1.InvalidConfigurationReason, "%w", errors.Join(errs...))
 	}
 	if unknown := unknownKeys(data, known); len(unknown) > 0 {
-		return c, terminal(konfidencev1.UnknownConfigurationKeyReason, "%w", errors.Join(unknown...))
+		return c, outcome.Stallingf(konfidencev1.UnknownConfigurationKeyReason, "%w", errors.Join(unknown...))
 	}
 	return c, nil
 }

@@ -9,22 +9,19 @@ import (
 	"sync"
 	"time"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/go-logr/logr"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // crdPollInterval is how often the deployer looks for the Flux CRDs that were missing at start.
@@ -41,23 +38,16 @@ type fluxKinds struct {
 }
 
 // watchedFluxKinds are the Flux objects the deployer watches, each with the handler that leads from one to its
-// ArtifactDeployment: the owned objects by their controller reference, the HelmChart helm-controller creates by
-// its labels.
-func (r *Reconciler) watchedFluxKinds(mgr ctrl.Manager) map[schema.GroupVersionKind]fluxWatch {
+// ArtifactDeployment: the owned objects by their controller reference, the others as their kind says.
+func watchedFluxKinds(mgr ctrl.Manager) map[schema.GroupVersionKind]fluxWatch {
 	owner := ignoreCreate{handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &konfidencev1.ArtifactDeployment{}, handler.OnlyControllerOwner())}
 	watches := map[schema.GroupVersionKind]fluxWatch{}
-	for _, w := range []fluxWatch{
-		{&sourcev1.HelmRepository{}, owner},
-		{&sourcev1.OCIRepository{}, owner},
-		{&helmv2.HelmRelease{}, owner},
-		{&kustomizev1.Kustomization{}, owner},
-		{&sourcev1.HelmChart{}, handler.EnqueueRequestsFromMapFunc(r.helmChartOwner)},
-	} {
-		gvk, err := apiutil.GVKForObject(w.obj, mgr.GetScheme())
-		if err != nil {
-			panic(err) // the scheme is the binary's own: a missing Flux type is a programming error
+	for _, k := range fluxKindTable {
+		w := fluxWatch{obj: k.new(), handler: owner}
+		if k.enqueue != nil {
+			w.handler = handler.EnqueueRequestsFromMapFunc(k.enqueue)
 		}
-		watches[gvk] = w
+		watches[k.gvk] = w
 	}
 	return watches
 }
@@ -87,8 +77,8 @@ func (k *fluxKinds) discover(mapper apimeta.RESTMapper, kinds []schema.GroupVers
 	return found
 }
 
-// require fails with FluxCRDsMissing unless every object's kind is installed, and HelmChart for a HelmRepository
-// (helm-controller creates one, and it reports the fetch). A nil fluxKinds has every kind (tests that build the
+// require fails with FluxCRDsMissing unless every object's kind is installed, and the kind that reports the fetch
+// of a source without a status (the HelmChart helm-controller creates for a HelmRepository). A nil fluxKinds has every kind (tests that build the
 // reconciler directly).
 func (k *fluxKinds) require(objects []client.Object) error {
 	if k == nil {
@@ -103,14 +93,20 @@ func (k *fluxKinds) require(objects []client.Object) error {
 		}
 	}
 	for _, obj := range objects {
-		gvk := obj.GetObjectKind().GroupVersionKind()
-		need(gvk)
-		if gvk.Kind == sourcev1.HelmRepositoryKind {
-			need(sourcev1.GroupVersion.WithKind(sourcev1.HelmChartKind))
+		fk, err := kindOf(obj)
+		if err != nil {
+			return err
+		}
+		need(fk.gvk)
+		if fk.statusFrom != nil {
+			name, _ := fk.statusFrom(client.ObjectKeyFromObject(obj))
+			if reporter := kindNamed(name); reporter != nil {
+				need(reporter.gvk)
+			}
 		}
 	}
 	if len(missing) > 0 {
-		return terminal(konfidencev1.FluxCRDsMissingReason,
+		return outcome.Stallingf(konfidencev1.FluxCRDsMissingReason,
 			"the API server does not serve %s: the Flux CRDs are not installed; deployed once they are", strings.Join(missing, ", "))
 	}
 	return nil

@@ -12,10 +12,12 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,9 +25,10 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
-// testEndToEnd runs the deployer in a manager, as the binary does, with Flux's status writes played by the test
+// TestEndToEnd runs the deployer in a manager, as the binary does, with Flux's status writes played by the test
 // (no Flux controllers run here): the watches, the caches and the request count of a steady-state reconcile.
-func testEndToEnd(t *testing.T, h *harness) {
+func TestEndToEnd(t *testing.T) {
+	h := testHarness(t)
 	const ns = "e2e"
 	h.namespace(t, ns)
 	h.configMap(t, "e2e", map[string]string{retriesKey: "2"})
@@ -74,8 +77,8 @@ func testEndToEnd(t *testing.T, h *harness) {
 				SourceRef: sourcev1.LocalHelmChartSourceReference{Kind: sourcev1.HelmRepositoryKind, Name: name53}},
 		}
 		h.create(t, chart)
-		h.setStatus(t, chart, cond(meta.ReadyCondition, True, sourcev1.ChartPullSucceededReason, "pulled"))
-		h.setStatus(t, hr,
+		testenv.SetFluxStatus(t, h.env.Client, chart, cond(meta.ReadyCondition, True, sourcev1.ChartPullSucceededReason, "pulled"))
+		testenv.SetFluxStatus(t, h.env.Client, hr,
 			cond(meta.ReadyCondition, True, helmv2.InstallSucceededReason, "Helm install succeeded"),
 			cond(helmv2.ReleasedCondition, True, helmv2.InstallSucceededReason, "Helm install succeeded"))
 		waitForReady(t, h, ad53, True, meta.SucceededReason)
@@ -90,10 +93,11 @@ func testEndToEnd(t *testing.T, h *harness) {
 		testenv.Eventually(t, 30*time.Second, func() error {
 			got := &konfidencev1.ArtifactDeployment{}
 			h.get(t, ns, name53, got)
-			if len(got.Status.DeploymentResult) != 1 || got.Status.DeploymentResult[0].Name != "frontend" {
-				return fmt.Errorf("results %+v", got.Status.DeploymentResult)
+			var names []string
+			for _, r := range got.Status.DeploymentResult {
+				names = append(names, r.Name)
 			}
-			return nil
+			return differs("deployment results", []string{"frontend"}, names)
 		})
 	})
 
@@ -153,7 +157,7 @@ func testEndToEnd(t *testing.T, h *harness) {
 
 	t.Run("configuration change updates and leaves other writers' fields", func(t *testing.T) {
 		// Another writer owns spec.maxHistory, which tunes helm-controller and changes nothing that is deployed
-		// (fields that do are the deployer's: see testForeignFields).
+		// (fields that do are the deployer's: see TestForeignFields).
 		history := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": helmv2.GroupVersion.String(), "kind": helmv2.HelmReleaseKind,
 			"metadata": map[string]any{"name": name53, "namespace": ns},
@@ -176,15 +180,16 @@ func testEndToEnd(t *testing.T, h *harness) {
 			}
 			return nil
 		})
-		if hr.Spec.MaxHistory == nil || *hr.Spec.MaxHistory != 7 {
-			t.Errorf("maxHistory of another writer lost: %v", hr.Spec.MaxHistory)
+		if diff := cmp.Diff(ptr.To(7), hr.Spec.MaxHistory); diff != "" {
+			t.Errorf("maxHistory of another writer lost (-want +got):\n%s", diff)
 		}
 		managers := map[string]bool{}
 		for _, f := range hr.ManagedFields {
 			managers[f.Manager] = true
 		}
-		if !managers[FieldManager] || !managers["platform-team"] {
-			t.Errorf("field managers %v", managers)
+		got := map[string]bool{FieldManager: managers[FieldManager], "platform-team": managers["platform-team"]}
+		if diff := cmp.Diff(map[string]bool{FieldManager: true, "platform-team": true}, got); diff != "" {
+			t.Errorf("field managers (-want +got):\n%s", diff)
 		}
 		testenv.Eventually(t, 30*time.Second, func() error {
 			evs := &corev1.EventList{}
@@ -242,9 +247,9 @@ func waitForReady(t *testing.T, h *harness, ad *konfidencev1.ArtifactDeployment,
 		got := &konfidencev1.ArtifactDeployment{}
 		h.get(t, ad.Namespace, ad.Name, got)
 		c := conditions.Get(got, meta.ReadyCondition)
-		if c == nil || c.Status != status || c.Reason != reason {
-			return fmt.Errorf("Ready %+v, want %s/%s", c, status, reason)
+		if c == nil {
+			return fmt.Errorf("no Ready condition, want %s/%s", status, reason)
 		}
-		return nil
+		return differs("Ready (message "+c.Message+")", []any{status, reason}, []any{c.Status, c.Reason})
 	})
 }

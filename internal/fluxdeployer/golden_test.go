@@ -24,10 +24,11 @@ import (
 
 const testDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-// testGoldenFluxObjects reconciles one ArtifactDeployment per case, each in its own namespace with its own
+// TestGoldenFluxObjects reconciles one ArtifactDeployment per case, each in its own namespace with its own
 // configuration, and compares the Flux objects the API server stored (after its CRD validation and CEL rules)
 // with testdata/golden/<case>.yaml. Run with -update to rewrite them.
-func testGoldenFluxObjects(t *testing.T, h *harness) {
+func TestGoldenFluxObjects(t *testing.T) {
+	h := testHarness(t)
 	helmObjects := func() []client.Object { return []client.Object{&sourcev1.HelmRepository{}, &helmv2.HelmRelease{}} }
 	chartRefObjects := func() []client.Object { return []client.Object{&sourcev1.OCIRepository{}, &helmv2.HelmRelease{}} }
 	kustomizeObjects := func() []client.Object {

@@ -2,6 +2,7 @@ package fluxdeployer
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"path/filepath"
@@ -12,10 +13,11 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -29,6 +31,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/operating"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
@@ -48,34 +51,56 @@ type harness struct {
 	claims client.Reader
 }
 
-func newHarness(t *testing.T) *harness {
-	env := testenv.Start(t, fluxCRDs)
-	for _, add := range []func(*runtime.Scheme) error{sourcev1.AddToScheme, helmv2.AddToScheme, kustomizev1.AddToScheme} {
-		if err := add(env.Scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h := &harness{env: env, claims: indexedCache(t, env)}
-	h.namespace(t, configNamespace)
-	return h
+// The package's harness, set up once by TestMain for every test, so that any test runs alone by name too.
+var (
+	sharedHarness *harness
+	harnessErr    error
+)
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, func(env *testenv.Env) { sharedHarness, harnessErr = newHarness(env) }, fluxCRDs)
 }
 
-// indexedCache runs an informer cache of ArtifactDeployments with the deployer's index until the test ends.
-func indexedCache(t *testing.T, env *testenv.Env) client.Reader {
+// testHarness returns the package's harness, failing the test when it could not be set up.
+func testHarness(t testing.TB) *harness {
+	t.Helper()
+	if harnessErr != nil {
+		t.Fatalf("setting up the harness: %v", harnessErr)
+	}
+	return sharedHarness
+}
+
+func newHarness(env *testenv.Env) (*harness, error) {
+	for _, add := range []func(*runtime.Scheme) error{sourcev1.AddToScheme, helmv2.AddToScheme, kustomizev1.AddToScheme} {
+		if err := add(env.Scheme); err != nil {
+			return nil, err
+		}
+	}
+	claims, err := indexedCache(env)
+	if err != nil {
+		return nil, err
+	}
+	h := &harness{env: env, claims: claims}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: configNamespace}}
+	return h, env.Client.Create(context.Background(), ns)
+}
+
+// indexedCache runs an informer cache of ArtifactDeployments with the deployer's index for the test binary's
+// lifetime.
+func indexedCache(env *testenv.Env) (client.Reader, error) {
 	c, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	ctx := context.Background()
 	if err := indexWorkloadNames(ctx, c); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	go func() { _ = c.Start(ctx) }() // returns when the test ends
+	go func() { _ = c.Start(ctx) }() // runs until the test binary exits
 	if !c.WaitForCacheSync(ctx) {
-		t.Fatal("cache did not sync")
+		return nil, errors.New("cache did not sync")
 	}
-	return c
+	return c, nil
 }
 
 // startDeployer runs the deployer in a manager, as the binary does, with the ConfigMap configName, until the test
@@ -102,8 +127,12 @@ func (h *harness) startDeployer(t *testing.T, cfg *rest.Config, configName strin
 // direct returns a reconciler reading straight from the API server, with the ConfigMap configName, so a test
 // decides when reconciles happen and sees their effect at once.
 func (h *harness) direct(configName string) (*Reconciler, *record.FakeRecorder) {
+	return h.directVia(configName, h.env.Client)
+}
+
+// directVia is direct with c for every request of the reconciler but the claims (an indexed cache).
+func (h *harness) directVia(configName string, c client.Client) (*Reconciler, *record.FakeRecorder) {
 	recorder := record.NewFakeRecorder(100)
-	c := h.env.Client
 	return &Reconciler{
 		client: c, apiReader: c, secrets: newSecretPresence(c), configReader: c, serviceReader: c, claims: h.claims,
 		scheme: h.env.Scheme, recorder: recorder,
@@ -148,32 +177,6 @@ func (h *harness) reconcile(t *testing.T, r *Reconciler, ad *konfidencev1.Artifa
 	return got, err
 }
 
-// setStatus writes conditions on a Flux object's status subresource as its controller would, for the object's
-// current generation.
-func (h *harness) setStatus(t *testing.T, obj fluxObject, conds ...metav1.Condition) {
-	t.Helper()
-	h.get(t, obj.GetNamespace(), obj.GetName(), obj)
-	setter := obj.(conditions.Setter)
-	for _, c := range conds {
-		c.ObservedGeneration = obj.GetGeneration()
-		c.LastTransitionTime = metav1.Now()
-		conditions.Set(setter, &c)
-	}
-	switch o := obj.(type) {
-	case *sourcev1.OCIRepository:
-		o.Status.ObservedGeneration = o.Generation
-	case *sourcev1.HelmChart:
-		o.Status.ObservedGeneration = o.Generation
-	case *helmv2.HelmRelease:
-		o.Status.ObservedGeneration = o.Generation
-	case *kustomizev1.Kustomization:
-		o.Status.ObservedGeneration = o.Generation
-	}
-	if err := h.env.Client.Status().Update(context.Background(), obj); err != nil {
-		t.Fatalf("status of %T %s: %v", obj, obj.GetName(), err)
-	}
-}
-
 func cond(t string, status metav1.ConditionStatus, reason, message string) metav1.Condition {
 	return metav1.Condition{Type: t, Status: status, Reason: reason, Message: message}
 }
@@ -201,6 +204,31 @@ func ociAccess(accessType, ref string) string {
 	return fmt.Sprintf(`{"type":%q,"imageReference":%q}`, accessType, ref)
 }
 
+// differs returns an error with go-cmp's diff when got is not want, naming what was compared, or nil.
+func differs(what string, want, got any, opts ...cmp.Option) error {
+	if diff := cmp.Diff(want, got, opts...); diff != "" {
+		return fmt.Errorf("%s (-want +got):\n%s", what, diff)
+	}
+	return nil
+}
+
+// assertFailure fails unless err is a step's failure with the reason, stalling or not.
+func assertFailure(t *testing.T, err error, reason string, stalled bool) {
+	t.Helper()
+	var e *outcome.Error
+	if !errors.As(err, &e) {
+		t.Errorf("error %v is not a step's failure (outcome.Error)", err)
+		return
+	}
+	type failure struct {
+		Reason  string
+		Stalled bool
+	}
+	if diff := cmp.Diff(failure{reason, stalled}, failure{e.Reason, e.Stalled}); diff != "" {
+		t.Errorf("failure %v (-want +got):\n%s", err, diff)
+	}
+}
+
 // assertCondition fails unless ad has condition t with the given status and reason.
 func assertCondition(t *testing.T, ad *konfidencev1.ArtifactDeployment, condType string, status metav1.ConditionStatus, reason string) {
 	t.Helper()
@@ -209,20 +237,26 @@ func assertCondition(t *testing.T, ad *konfidencev1.ArtifactDeployment, condType
 		t.Errorf("%s: no %s condition (conditions: %v)", ad.Name, condType, ad.Status.Conditions)
 		return
 	}
-	if c.Status != status || c.Reason != reason {
-		t.Errorf("%s: %s = %s/%s (%q), want %s/%s", ad.Name, condType, c.Status, c.Reason, c.Message, status, reason)
+	type state struct {
+		Status metav1.ConditionStatus
+		Reason string
+	}
+	if diff := cmp.Diff(state{status, reason}, state{c.Status, c.Reason}); diff != "" {
+		t.Errorf("%s: %s (message %q) (-want +got):\n%s", ad.Name, condType, c.Message, diff)
 	}
 }
 
-// assertNoFluxObjects fails if any Flux object exists in the namespace.
+// assertNoFluxObjects fails if any Flux object of a kind the deployer writes exists in the namespace.
 func (h *harness) assertNoFluxObjects(t *testing.T, namespace string) {
 	t.Helper()
-	for _, list := range []client.ObjectList{&sourcev1.HelmRepositoryList{}, &sourcev1.OCIRepositoryList{}, &helmv2.HelmReleaseList{}, &kustomizev1.KustomizationList{}} {
+	for _, k := range ownedFluxKinds() {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(k.gvk.GroupVersion().WithKind(k.gvk.Kind + "List"))
 		if err := h.env.Client.List(context.Background(), list, client.InNamespace(namespace)); err != nil {
 			t.Fatal(err)
 		}
-		if n := apimeta.LenList(list); n > 0 {
-			t.Errorf("%T in %s has %d items, want none", list, namespace, n)
+		if n := len(list.Items); n > 0 {
+			t.Errorf("%d %s in %s, want none", n, k.gvk.Kind, namespace)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // helmChartLayerMediaType selects the chart layer of an OCI Helm chart for an OCIRepository.
@@ -57,7 +58,7 @@ func helmRepository(ad *konfidencev1.ArtifactDeployment, a artifact, refs refere
 		return repo, a.chart, a.version, nil
 	}
 	if a.tag == "" {
-		return nil, "", "", terminal(konfidencev1.InvalidAccessSpecReason,
+		return nil, "", "", outcome.Stallingf(konfidencev1.InvalidAccessSpecReason,
 			"chart %s is pinned by digest only; a HelmRepository selects charts by version (configure %s: %s)",
 			a.ociURL(), helmSourceKey, HelmSourceChartRef)
 	}

@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 	"github.com/fluxdeployer/fluxdeployer/pkg/sanitize"
 )
 
@@ -17,7 +18,7 @@ const maxNameSuffixLength = 36
 // buildKustomize returns the OCIRepository and the Kustomization of a kustomize artifact.
 func buildKustomize(ad *konfidencev1.ArtifactDeployment, a artifact, refs references, cfg config) ([]client.Object, error) {
 	if !a.isOCI() {
-		return nil, terminal(konfidencev1.UnsupportedAccessTypeReason, "a kustomize bundle is pulled from an OCI registry, not from Helm repository %s", a.helmRepositoryURL)
+		return nil, outcome.Stallingf(konfidencev1.UnsupportedAccessTypeReason, "a kustomize bundle is pulled from an OCI registry, not from Helm repository %s", a.helmRepositoryURL)
 	}
 	suffix, err := nameSuffix(ad)
 	if err != nil {
@@ -58,7 +59,7 @@ func nameSuffix(ad *konfidencev1.ArtifactDeployment) (string, error) {
 		}
 	}
 	if len(hash)+1 > maxNameSuffixLength {
-		return "", terminal(konfidencev1.InvalidNameReason, "name %q ends in %q, longer than a name suffix allows", ad.Name, hash)
+		return "", outcome.Stallingf(konfidencev1.InvalidNameReason, "name %q ends in %q, longer than a name suffix allows", ad.Name, hash)
 	}
 	return "-" + hash, nil
 }

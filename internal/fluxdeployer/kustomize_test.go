@@ -1,7 +1,6 @@
 package fluxdeployer
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -36,8 +35,6 @@ func TestNameSuffix(t *testing.T) {
 		})
 	}
 	ad := artifactDeployment("ns", strings.Repeat("a", 36), KustomizeManifestType)
-	var se *stepError
-	if _, err := nameSuffix(ad); !errors.As(err, &se) || se.reason != konfidencev1.InvalidNameReason || !se.stalled {
-		t.Errorf("a name ending in 36 characters without a dash: %v", err)
-	}
+	_, err := nameSuffix(ad) // a name ending in 36 characters without a dash
+	assertFailure(t, err, konfidencev1.InvalidNameReason, true)
 }

@@ -8,33 +8,27 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
-// testOperating: suspending an ArtifactDeployment suspends its Flux objects and writes nothing else, not even its
+// TestOperating: suspending an ArtifactDeployment suspends its Flux objects and writes nothing else, not even its
 // status; resuming lifts it; a reconcile request is handled (status.lastHandledReconcileAt) and passed on to the
 // Flux objects, once. The status names the Flux kind and the release or suffix.
-func testOperating(t *testing.T, h *harness) {
+func TestOperating(t *testing.T) {
+	h := testHarness(t)
 	for _, tc := range []struct {
 		name, manifestType, resourceType, access string
 		source, deployer                         client.Object
-		check                                    func(*testing.T, *konfidencev1.ArtifactDeployment)
+		workload                                 workload
 	}{
 		{"helm", HelmManifestType, "helmChart", ociAccess("ociArtifact", "registry.example.com/charts/frontend:1.2.3"),
-			&sourcev1.HelmRepository{}, &helmv2.HelmRelease{}, func(t *testing.T, ad *konfidencev1.ArtifactDeployment) {
-				if ad.Status.FluxKind != helmv2.HelmReleaseKind || ad.Status.ReleaseName != ad.Name || ad.Status.NameSuffix != "" {
-					t.Errorf("status names %s, release %q, suffix %q", ad.Status.FluxKind, ad.Status.ReleaseName, ad.Status.NameSuffix)
-				}
-			}},
+			&sourcev1.HelmRepository{}, &helmv2.HelmRelease{}, workload{FluxKind: helmv2.HelmReleaseKind, ReleaseName: "app-1-2-3-e1mvwibzp5"}},
 		{"kustomize", KustomizeManifestType, "kustomize", ociAccess("ociArtifact", "registry.example.com/bundles/backend:1.2.3"),
-			&sourcev1.OCIRepository{}, &kustomizev1.Kustomization{}, func(t *testing.T, ad *konfidencev1.ArtifactDeployment) {
-				if ad.Status.FluxKind != kustomizev1.KustomizationKind || ad.Status.NameSuffix != "-1-2-3-build-5-e1mvwibzp5" || ad.Status.ReleaseName != "" {
-					t.Errorf("status names %s, release %q, suffix %q", ad.Status.FluxKind, ad.Status.ReleaseName, ad.Status.NameSuffix)
-				}
-			}},
+			&sourcev1.OCIRepository{}, &kustomizev1.Kustomization{}, workload{FluxKind: kustomizev1.KustomizationKind, NameSuffix: "-1-2-3-build-5-e1mvwibzp5"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := "operate-" + tc.name
@@ -53,7 +47,9 @@ func testOperating(t *testing.T, h *harness) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tc.check(t, got)
+			if diff := cmp.Diff(tc.workload, workload{got.Status.FluxKind, got.Status.ReleaseName, got.Status.NameSuffix}); diff != "" {
+				t.Errorf("status names (-want +got):\n%s", diff)
+			}
 
 			// reconcile runs one reconcile and returns the writes it made.
 			reconcile := func() (*konfidencev1.ArtifactDeployment, []string) {
@@ -74,10 +70,15 @@ func testOperating(t *testing.T, h *harness) {
 			// assertFlux checks spec.suspend and the reconcile request on both Flux objects.
 			assertFlux := func(suspend bool, requested string) {
 				t.Helper()
+				type operating struct {
+					Suspend     bool
+					RequestedAt string
+				}
 				for _, obj := range []client.Object{tc.source, tc.deployer} {
 					h.get(t, ns, ad.Name, obj)
-					if suspended(obj) != suspend || obj.GetAnnotations()[meta.ReconcileRequestAnnotation] != requested {
-						t.Errorf("%T: suspend %v, requestedAt %q; want %v, %q", obj, suspended(obj), obj.GetAnnotations()[meta.ReconcileRequestAnnotation], suspend, requested)
+					got := operating{suspended(obj), obj.GetAnnotations()[meta.ReconcileRequestAnnotation]}
+					if diff := cmp.Diff(operating{suspend, requested}, got); diff != "" {
+						t.Errorf("%T (-want +got):\n%s", obj, diff)
 					}
 				}
 			}
@@ -96,8 +97,12 @@ func testOperating(t *testing.T, h *harness) {
 			mutate(func(ad *konfidencev1.ArtifactDeployment) { ad.Spec.Suspend = true })
 			suspendedAD, writes := reconcile()
 			assertFlux(true, "")
-			if len(writes) != 2 || suspendedAD.ResourceVersion != ad.ResourceVersion {
-				t.Errorf("suspending wrote %q (want the 2 Flux objects only); resourceVersion %s → %s", writes, ad.ResourceVersion, suspendedAD.ResourceVersion)
+			type outcome struct {
+				Writes          int
+				ResourceVersion string
+			}
+			if diff := cmp.Diff(outcome{2, ad.ResourceVersion}, outcome{len(writes), suspendedAD.ResourceVersion}); diff != "" {
+				t.Errorf("suspending wrote %q, want the 2 Flux objects only and no status (-want +got):\n%s", writes, diff)
 			}
 			if _, writes := reconcile(); len(writes) != 0 {
 				t.Errorf("a suspended ArtifactDeployment's reconcile wrote %q", writes)
@@ -112,16 +117,23 @@ func testOperating(t *testing.T, h *harness) {
 			mutate(func(ad *konfidencev1.ArtifactDeployment) { ad.Spec.Suspend = false })
 			got, _ = reconcile()
 			assertFlux(false, "while-suspended")
-			if got.Status.LastHandledReconcileAt != "while-suspended" || got.Status.ObservedGeneration != got.Generation {
-				t.Errorf("resumed: lastHandledReconcileAt %q, observedGeneration %d of %d", got.Status.LastHandledReconcileAt,
-					got.Status.ObservedGeneration, got.Generation)
+			type handled struct {
+				LastHandledReconcileAt string
+				ObservedGeneration     int64
+			}
+			if diff := cmp.Diff(handled{"while-suspended", got.Generation}, handled{got.Status.LastHandledReconcileAt, got.Status.ObservedGeneration}); diff != "" {
+				t.Errorf("resumed (-want +got):\n%s", diff)
 			}
 
 			mutate(request("now"))
 			got, writes = reconcile()
 			assertFlux(false, "now")
-			if got.Status.LastHandledReconcileAt != "now" || len(writes) != 3 {
-				t.Errorf("request: lastHandledReconcileAt %q, writes %q (want the 2 Flux objects and the status)", got.Status.LastHandledReconcileAt, writes)
+			type passedOn struct {
+				LastHandledReconcileAt string
+				Writes                 int
+			}
+			if diff := cmp.Diff(passedOn{"now", 3}, passedOn{got.Status.LastHandledReconcileAt, len(writes)}); diff != "" {
+				t.Errorf("request: writes %q, want the 2 Flux objects and the status (-want +got):\n%s", writes, diff)
 			}
 			if _, writes := reconcile(); len(writes) != 0 {
 				t.Errorf("a handled request was passed on again: %q", writes)
@@ -129,3 +141,6 @@ func testOperating(t *testing.T, h *harness) {
 		})
 	}
 }
+
+// workload is what the status names of the Flux object that deploys an artifact.
+type workload struct{ FluxKind, ReleaseName, NameSuffix string }

@@ -21,11 +21,12 @@ type intrusion struct {
 	applied, patched map[string]any // spec fields
 }
 
-// testForeignFields: fields of a Flux object's spec that change what is deployed, where from or with whose rights,
+// TestForeignFields: fields of a Flux object's spec that change what is deployed, where from or with whose rights,
 // set by another writer (a second field manager, by server-side apply or by merge patch), are taken back at the
 // next reconcile, with a FluxObjectUpdated event; the deployer's own fields are as before, and a further
 // reconcile writes nothing.
-func testForeignFields(t *testing.T, h *harness) {
+func TestForeignFields(t *testing.T) {
+	h := testHarness(t)
 	kustomization := "kustomize.toolkit.fluxcd.io/v1"
 	helmRelease := "helm.toolkit.fluxcd.io/v2"
 	source := "source.toolkit.fluxcd.io/v1"

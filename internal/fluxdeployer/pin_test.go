@@ -1,10 +1,11 @@
 package fluxdeployer
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -22,13 +23,10 @@ func TestResourceDigestPinsTheSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	repo := ociRepository(&konfidencev1.ArtifactDeployment{}, a, references{}, config{})
-	if repo.Spec.Reference.Digest != digest || repo.Spec.Reference.Tag != "" {
-		t.Errorf("OCIRepository ref = %+v, want digest %s only", repo.Spec.Reference, digest)
+	if diff := cmp.Diff(&sourcev1.OCIRepositoryRef{Digest: digest}, repo.Spec.Reference); diff != "" {
+		t.Errorf("OCIRepository ref, want the digest only (-want +got):\n%s", diff)
 	}
 	_, err = resolveAccess(&konfidencev1.Resource{Name: "chart", Type: "helmChart",
 		Content: access("registry.example/charts/web:1.0.0@sha256:" + strings.Repeat("b", 64)), Digest: digest})
-	var se *stepError
-	if !errors.As(err, &se) || se.reason != konfidencev1.DigestMismatchReason {
-		t.Errorf("conflicting digests: got %v, want %s", err, konfidencev1.DigestMismatchReason)
-	}
+	assertFailure(t, err, konfidencev1.DigestMismatchReason, true) // conflicting digests
 }

@@ -13,18 +13,21 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/fluxcd/pkg/apis/meta"
 	fluxclient "github.com/fluxcd/pkg/runtime/client"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // Defaults of the flags that bound remote calls and reconciles.
@@ -87,7 +90,7 @@ func (o RemoteOptions) remoteReader(ctx context.Context, kubeconfig []byte, sour
 	mapper.Add(corev1.SchemeGroupVersion.WithKind("Service"), apimeta.RESTScopeNamespace)
 	c, err := client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper})
 	if err != nil {
-		return nil, transient(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("client for %s: %w", source, err))
+		return nil, outcome.Retrying(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("client for %s: %w", source, err))
 	}
 	return c, nil
 }
@@ -102,14 +105,14 @@ func (o RemoteOptions) restConfig(ctx context.Context, kubeconfig []byte, source
 		return nil, err
 	}
 	if err := fluxclient.ValidateKubeConfig(raw); err != nil {
-		return nil, terminal(konfidencev1.UnsafeKubeConfigReason, "%s: %v", source, err)
+		return nil, outcome.Stallingf(konfidencev1.UnsafeKubeConfigReason, "%s: %v", source, err)
 	}
 	cfg, err := clientcmd.NewDefaultClientConfig(*raw, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
-		return nil, terminal(konfidencev1.DeploymentResultFailedReason, "%s: %v", source, err)
+		return nil, outcome.Stallingf(konfidencev1.DeploymentResultFailedReason, "%s: %v", source, err)
 	}
 	if err := o.refuseUnsafe(cfg); err != nil {
-		return nil, terminal(konfidencev1.UnsafeKubeConfigReason, "%s: %v", source, err)
+		return nil, outcome.Stallingf(konfidencev1.UnsafeKubeConfigReason, "%s: %v", source, err)
 	}
 	// KubeConfig asks the target whether it has priority and fairness, with a request no timeout bounds but ctx.
 	if timeout := o.requestTimeout(); timeout > 0 {
@@ -125,10 +128,10 @@ func (o RemoteOptions) restConfig(ctx context.Context, kubeconfig []byte, source
 func (o RemoteOptions) loadAllowed(kubeconfig []byte, source string) (*clientcmdapi.Config, error) {
 	raw, err := clientcmd.Load(kubeconfig)
 	if err != nil {
-		return nil, terminal(konfidencev1.DeploymentResultFailedReason, "%s: %s", source, printable(err.Error()))
+		return nil, outcome.Stallingf(konfidencev1.DeploymentResultFailedReason, "%s: %s", source, printable(err.Error()))
 	}
 	if err := o.allowServer(raw); err != nil {
-		return nil, terminal(konfidencev1.RemoteTargetNotAllowedReason, "%s: %v", source, err)
+		return nil, outcome.Stallingf(konfidencev1.RemoteTargetNotAllowedReason, "%s: %v", source, err)
 	}
 	return raw, nil
 }
@@ -244,4 +247,46 @@ func (e *redacted) Unwrap() error { return e.cause }
 func isTimeout(err error) bool {
 	var netErr net.Error
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout())
+}
+
+// checkTarget refuses a remote target the operator does not allow before any Flux object refers to it: Flux would
+// apply there, and the deployer would read Services there. A kubeconfig Secret is read and its API server checked
+// (again before each request, see restConfig, since the tenant may change it); a ConfigMap reference (cloud
+// identity), which only the platform's deploymentTargets can give and which the deployer never calls, needs
+// remote targets to be on.
+func (r *Reconciler) checkTarget(ctx context.Context, ad *konfidencev1.ArtifactDeployment, t target) error {
+	if t.kubeConfig == nil {
+		return nil
+	}
+	if t.kubeConfig.SecretRef == nil {
+		if err := r.remote.enabled(); err != nil {
+			return outcome.Stallingf(konfidencev1.RemoteTargetNotAllowedReason, "the target of namespace %s (ConfigMap %s): %v", ad.Namespace, t.kubeConfig.ConfigMapRef.Name, err)
+		}
+		return nil
+	}
+	data, source, err := r.kubeConfig(ctx, ad.Namespace, t.kubeConfig.SecretRef)
+	if err != nil {
+		return err
+	}
+	_, err = r.remote.loadAllowed(data, source)
+	return err
+}
+
+// kubeConfig reads a remote target's kubeconfig from its Secret, and names the Secret and key for messages.
+func (r *Reconciler) kubeConfig(ctx context.Context, namespace string, ref *meta.SecretKeyReference) (data []byte, source string, err error) {
+	secret := &corev1.Secret{}
+	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, secret); err != nil {
+		return nil, "", outcome.Retrying(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("reading kubeconfig Secret %s/%s: %w", namespace, ref.Name, err))
+	}
+	// The keys Flux reads when secretRef.key is empty.
+	keys := []string{ref.Key}
+	if ref.Key == "" {
+		keys = []string{"value", "value.yaml"}
+	}
+	for _, k := range keys {
+		if data, ok := secret.Data[k]; ok {
+			return data, fmt.Sprintf("kubeconfig Secret %s/%s key %s", namespace, ref.Name, k), nil
+		}
+	}
+	return nil, "", outcome.Stallingf(konfidencev1.DeploymentResultFailedReason, "kubeconfig Secret %s/%s has none of the keys %v", namespace, ref.Name, keys)
 }

@@ -20,12 +20,13 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 )
 
-// testRemoteTargetAllowList: remote targets are off unless the operator lists their API servers
+// TestRemoteTargetAllowList: remote targets are off unless the operator lists their API servers
 // (--allowed-target-hosts). A tenant's kubeconfig Secret naming a server (or a proxy) that is not listed gets
 // RemoteTargetNotAllowed (Stalled, a Warning event) before any Flux object refers to it and before any request
 // reaches the server; Flux objects applied while it was allowed are suspended. What a target answers to a failed
 // request does not reach the status: only the HTTP status, no body, no control characters.
-func testRemoteTargetAllowList(t *testing.T, h *harness) {
+func TestRemoteTargetAllowList(t *testing.T) {
+	h := testHarness(t)
 	tenantToken := clientcmdapi.AuthInfo{Token: "tenant-token"}
 	// conventional gives ns the kubeconfig Secret by its conventional name, which the default configuration takes
 	// as a remote target: any tenant can create one.

@@ -27,10 +27,11 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 )
 
-// testRemoteTargets: a tenant's kubeconfig Secret is read as Flux reads one. What would run a command or read a
+// TestRemoteTargets: a tenant's kubeconfig Secret is read as Flux reads one. What would run a command or read a
 // file inside the operator, or skip TLS verification, is refused with UnsafeKubeConfig before any request, unless
 // the flag of Flux's name allows exec or insecure TLS; the operator's own credentials are never sent.
-func testRemoteTargets(t *testing.T, h *harness) {
+func TestRemoteTargets(t *testing.T) {
+	h := testHarness(t)
 	// remoteTarget deploys an ArtifactDeployment to the cluster the kubeconfig names; the next reconcile
 	// collects its results there.
 	remoteTarget := func(t *testing.T, ns string, kubeconfig []byte) (*Reconciler, *record.FakeRecorder, *konfidencev1.ArtifactDeployment) {

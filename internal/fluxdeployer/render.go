@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // DesiredObjects returns the Flux objects the deployer applies for ad, as it applies them (the fields it owns and
@@ -42,5 +43,5 @@ func DesiredObjects(ad *konfidencev1.ArtifactDeployment, configData map[string]s
 
 // withReason puts a step error's reason in front of its message, for a reader without the status conditions.
 func withReason(err error) error {
-	return fmt.Errorf("%s: %w", asStepError(err, konfidencev1.ApplyFailedReason).reason, err)
+	return fmt.Errorf("%s: %w", outcome.As(err, konfidencev1.ApplyFailedReason).Reason, err)
 }

@@ -11,10 +11,10 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // ServiceResultType is the type of the deployment result a Service yields.
@@ -57,7 +57,7 @@ func (r *Reconciler) collectResults(ctx context.Context, ad *konfidencev1.Artifa
 			name = svc.Name
 		}
 		if other, dup := claimedBy[name]; dup {
-			return terminal(konfidencev1.DuplicateDeploymentResultReason,
+			return outcome.Stallingf(konfidencev1.DuplicateDeploymentResultReason,
 				"Services %s and %s in %s both claim deployment result %q", other, svc.Name, t.namespace, name)
 		}
 		claimedBy[name] = svc.Name
@@ -86,9 +86,9 @@ func listFailed(t target, err error) error {
 	}
 	err = fmt.Errorf("listing Services in %s: %w", t.namespace, err)
 	if t.kubeConfig != nil && isTimeout(err) {
-		return transient(konfidencev1.RemoteTargetTimeoutReason, err)
+		return outcome.Retrying(konfidencev1.RemoteTargetTimeoutReason, err)
 	}
-	return transient(konfidencev1.DeploymentResultFailedReason, err)
+	return outcome.Retrying(konfidencev1.DeploymentResultFailedReason, err)
 }
 
 // targetReader reads the target cluster: through the cache for the local one, through the target's kubeconfig
@@ -99,7 +99,7 @@ func (r *Reconciler) targetReader(ctx context.Context, namespace string, t targe
 	}
 	ref := t.kubeConfig.SecretRef
 	if ref == nil {
-		return nil, terminal(konfidencev1.DeploymentResultFailedReason,
+		return nil, outcome.Stallingf(konfidencev1.DeploymentResultFailedReason,
 			"the target of namespace %s is given by ConfigMap %s (cloud identity); results are read only through a kubeconfig Secret",
 			namespace, t.kubeConfig.ConfigMapRef.Name)
 	}
@@ -110,44 +110,17 @@ func (r *Reconciler) targetReader(ctx context.Context, namespace string, t targe
 	return r.remote.remoteReader(ctx, data, source, r.scheme)
 }
 
-// kubeConfig reads a remote target's kubeconfig from its Secret, and names the Secret and key for messages.
-func (r *Reconciler) kubeConfig(ctx context.Context, namespace string, ref *meta.SecretKeyReference) (data []byte, source string, err error) {
-	secret := &corev1.Secret{}
-	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, secret); err != nil {
-		return nil, "", transient(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("reading kubeconfig Secret %s/%s: %w", namespace, ref.Name, err))
-	}
-	// The keys Flux reads when secretRef.key is empty.
-	keys := []string{ref.Key}
-	if ref.Key == "" {
-		keys = []string{"value", "value.yaml"}
-	}
-	for _, k := range keys {
-		if data, ok := secret.Data[k]; ok {
-			return data, fmt.Sprintf("kubeconfig Secret %s/%s key %s", namespace, ref.Name, k), nil
-		}
-	}
-	return nil, "", terminal(konfidencev1.DeploymentResultFailedReason, "kubeconfig Secret %s/%s has none of the keys %v", namespace, ref.Name, keys)
-}
-
-// checkTarget refuses a remote target the operator does not allow before any Flux object refers to it: Flux would
-// apply there, and the deployer would read Services there. A kubeconfig Secret is read and its API server checked
-// (again before each request, see restConfig, since the tenant may change it); a ConfigMap reference (cloud
-// identity), which only the platform's deploymentTargets can give and which the deployer never calls, needs
-// remote targets to be on.
-func (r *Reconciler) checkTarget(ctx context.Context, ad *konfidencev1.ArtifactDeployment, t target) error {
-	if t.kubeConfig == nil {
+// results collects the deployment results once Flux reports the artifact deployed; until then the previous ones
+// stand, since a rollout in progress leaves the old Services serving.
+func (r *Reconciler) results(ctx context.Context, ad *konfidencev1.ArtifactDeployment, t target) error {
+	if !conditions.IsTrue(ad, konfidencev1.ArtifactDeployedCondition) {
+		conditions.MarkUnknown(ad, konfidencev1.DeploymentResultCreatedCondition, meta.ProgressingReason, "waiting for the deployment")
 		return nil
 	}
-	if t.kubeConfig.SecretRef == nil {
-		if err := r.remote.enabled(); err != nil {
-			return terminal(konfidencev1.RemoteTargetNotAllowedReason, "the target of namespace %s (ConfigMap %s): %v", ad.Namespace, t.kubeConfig.ConfigMapRef.Name, err)
-		}
-		return nil
-	}
-	data, source, err := r.kubeConfig(ctx, ad.Namespace, t.kubeConfig.SecretRef)
+	err := r.collectResults(ctx, ad, t)
 	if err != nil {
-		return err
+		e := outcome.As(err, konfidencev1.DeploymentResultFailedReason)
+		conditions.MarkFalse(ad, konfidencev1.DeploymentResultCreatedCondition, e.Reason, "%s", e.Err)
 	}
-	_, err = r.remote.loadAllowed(data, source)
 	return err
 }

@@ -14,11 +14,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
-// testDeploymentResults: annotated Services of a deployment become its results, two Services claiming one
+// TestDeploymentResults: annotated Services of a deployment become its results, two Services claiming one
 // result name are refused, and a remote target's Services are read through its kubeconfig.
-func testDeploymentResults(t *testing.T, h *harness) {
+func TestDeploymentResults(t *testing.T) {
+	h := testHarness(t)
 	// service is what kustomize-controller applies from a bundle, with the deployer's commonMetadata label and the
 	// nameSuffix.
 	service := func(ns, name, adName, result string, ports ...corev1.ServicePort) *corev1.Service {
@@ -123,9 +125,9 @@ func deployed(t *testing.T, h *harness, r *Reconciler, ns string) *konfidencev1.
 // deployedStatus writes the status source-controller and kustomize-controller report once ad is deployed.
 func (h *harness) deployedStatus(t *testing.T, ad *konfidencev1.ArtifactDeployment) {
 	t.Helper()
-	h.setStatus(t, &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name}},
+	testenv.SetFluxStatus(t, h.env.Client, &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name}},
 		cond(meta.ReadyCondition, True, meta.SucceededReason, "stored artifact"))
-	h.setStatus(t, &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name}},
+	testenv.SetFluxStatus(t, h.env.Client, &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name}},
 		cond(meta.ReadyCondition, True, meta.ReconciliationSucceededReason, "Applied revision: 1.2.3"),
 		cond(meta.HealthyCondition, True, meta.SucceededReason, "Health check passed"))
 }

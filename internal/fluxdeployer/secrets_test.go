@@ -22,9 +22,10 @@ func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj clie
 	return c.Reader.Get(ctx, key, obj, opts...)
 }
 
-// testSecretPresence: the ArtifactDeployments of a namespace share one answer for secretPresenceTTL; a fresh
+// TestSecretPresence: the ArtifactDeployments of a namespace share one answer for secretPresenceTTL; a fresh
 // lookup (a requested reconcile) and an expired answer read the API server, and see a Secret created meanwhile.
-func testSecretPresence(t *testing.T, h *harness) {
+func TestSecretPresence(t *testing.T) {
+	h := testHarness(t)
 	ctx := context.Background()
 	ns, other := "secret-presence", "secret-presence-other"
 	h.namespace(t, ns)

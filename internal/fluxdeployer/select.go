@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // Manifest types the Flux deployer handles; ArtifactDeployments of any other type belong to another deployer.
@@ -48,14 +49,14 @@ func selectResource(ad *konfidencev1.ArtifactDeployment) (*konfidencev1.Resource
 	case 1:
 		return found[0], nil
 	case 0:
-		return nil, terminal(konfidencev1.NoDeployableResourceReason,
+		return nil, outcome.Stallingf(konfidencev1.NoDeployableResourceReason,
 			"component %s:%s has no resource of type %s", ad.Spec.Component.Name, ad.Spec.Component.Version, d.resourceType)
 	default:
 		names := make([]string, len(found))
 		for i, r := range found {
 			names[i] = r.Name
 		}
-		return nil, terminal(d.multipleReason,
+		return nil, outcome.Stallingf(d.multipleReason,
 			"component %s:%s has %d resources of type %s (%v); exactly one is deployed",
 			ad.Spec.Component.Name, ad.Spec.Component.Version, len(found), d.resourceType, names)
 	}
@@ -66,7 +67,7 @@ func selectResource(ad *konfidencev1.ArtifactDeployment) (*konfidencev1.Resource
 // release is releaseName's decision.
 func checkName(name string) error {
 	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-		return terminal(konfidencev1.InvalidNameReason, "name %q is not a DNS-1123 label: %v", name, errs)
+		return outcome.Stallingf(konfidencev1.InvalidNameReason, "name %q is not a DNS-1123 label: %v", name, errs)
 	}
 	return nil
 }
@@ -82,7 +83,7 @@ func releaseName(ad *konfidencev1.ArtifactDeployment, live *helmv2.HelmRelease) 
 	case live != nil:
 		return live.Spec.ReleaseName, nil
 	default:
-		return "", terminal(konfidencev1.InvalidNameReason,
+		return "", outcome.Stallingf(konfidencev1.InvalidNameReason,
 			"name %q has %d characters; a Helm release name has at most %d", ad.Name, len(ad.Name), maxReleaseNameLength)
 	}
 }

@@ -137,7 +137,7 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 // their CRDs appear.
 func (o *Options) watchFluxKinds(mgr ctrl.Manager, r *Reconciler, c controller.Controller, appeared chan event.GenericEvent) error {
 	log := mgr.GetLogger().WithName(ControllerName)
-	w := &crdWatcher{kinds: r.kinds, watches: r.watchedFluxKinds(mgr), ctrl: c, cache: mgr.GetCache(),
+	w := &crdWatcher{kinds: r.kinds, watches: watchedFluxKinds(mgr), ctrl: c, cache: mgr.GetCache(),
 		mapper: mgr.GetRESTMapper(), appeared: appeared, log: log}
 	missing, err := w.watchInstalled()
 	if err != nil || len(missing) == 0 {
@@ -177,16 +177,6 @@ func (o *Options) narrowCache(mgr ctrl.Manager, watchNamespace string) (cache.Ca
 		return nil, err
 	}
 	return narrow, mgr.Add(narrow)
-}
-
-// helmChartOwner maps the HelmChart helm-controller creates (without an owner reference) to the
-// ArtifactDeployment named like its HelmRelease.
-func (r *Reconciler) helmChartOwner(_ context.Context, obj client.Object) []reconcile.Request {
-	name, namespace := obj.GetLabels()[helmNameLabel], obj.GetLabels()[helmNamespaceLabel]
-	if name == "" || namespace == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}}
 }
 
 // serviceOwner maps a Service of a deployment to its ArtifactDeployment: the name is in the label the deployer

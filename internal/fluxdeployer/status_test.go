@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
 const (
@@ -19,9 +20,10 @@ const (
 	Unknown = metav1.ConditionUnknown
 )
 
-// testStatusMapping writes the status subresources of the Flux objects as Flux's controllers would and checks
+// TestStatusMapping writes the status subresources of the Flux objects as Flux's controllers would and checks
 // that the ArtifactDeployment's conditions follow, in both directions.
-func testStatusMapping(t *testing.T, h *harness) {
+func TestStatusMapping(t *testing.T) {
+	h := testHarness(t)
 	t.Run("kustomize", func(t *testing.T) {
 		ns := "status-kustomize"
 		h.namespace(t, ns)
@@ -40,8 +42,8 @@ func testStatusMapping(t *testing.T, h *harness) {
 		assertCondition(t, got, meta.ReconcilingCondition, True, meta.ProgressingReason)
 
 		repo, ks := &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ad.Name}}, &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ad.Name}}
-		h.setStatus(t, repo, cond(meta.ReadyCondition, True, meta.SucceededReason, "stored artifact for digest '1.2.3@sha256:abc'"))
-		h.setStatus(t, ks,
+		testenv.SetFluxStatus(t, h.env.Client, repo, cond(meta.ReadyCondition, True, meta.SucceededReason, "stored artifact for digest '1.2.3@sha256:abc'"))
+		testenv.SetFluxStatus(t, h.env.Client, ks,
 			cond(meta.ReadyCondition, True, meta.ReconciliationSucceededReason, "Applied revision: 1.2.3@sha256:abc"),
 			cond(meta.HealthyCondition, True, meta.SucceededReason, "Health check passed"))
 		got, err = h.reconcile(t, r, ad)
@@ -64,7 +66,7 @@ func testStatusMapping(t *testing.T, h *harness) {
 		assertEvent(t, drainEvents(recorder), corev1.EventTypeNormal, meta.SucceededReason)
 
 		// The workloads turn unhealthy: back to False, with Flux's reason on Ready.
-		h.setStatus(t, ks,
+		testenv.SetFluxStatus(t, h.env.Client, ks,
 			cond(meta.ReadyCondition, False, meta.HealthCheckFailedReason, "timeout waiting for: [Deployment/apps/backend status: 'InProgress']"),
 			cond(meta.HealthyCondition, False, meta.HealthCheckFailedReason, "health check failed"))
 		got, err = h.reconcile(t, r, ad)
@@ -79,7 +81,7 @@ func testStatusMapping(t *testing.T, h *harness) {
 		assertEvent(t, drainEvents(recorder), corev1.EventTypeWarning, meta.HealthCheckFailedReason)
 
 		// Flux gives up: Stalled carries over.
-		h.setStatus(t, ks, cond(meta.StalledCondition, True, meta.InvalidCELExpressionReason, "invalid health check expression"))
+		testenv.SetFluxStatus(t, h.env.Client, ks, cond(meta.StalledCondition, True, meta.InvalidCELExpressionReason, "invalid health check expression"))
 		got, err = h.reconcile(t, r, ad)
 		if err != nil {
 			t.Fatal(err)
@@ -91,7 +93,7 @@ func testStatusMapping(t *testing.T, h *harness) {
 		}
 
 		// The source fails to pull: ArtifactFetched False.
-		h.setStatus(t, repo, cond(meta.ReadyCondition, False, sourcev1.AuthenticationFailedReason, "401 Unauthorized"))
+		testenv.SetFluxStatus(t, h.env.Client, repo, cond(meta.ReadyCondition, False, sourcev1.AuthenticationFailedReason, "401 Unauthorized"))
 		got, err = h.reconcile(t, r, ad)
 		if err != nil {
 			t.Fatal(err)
@@ -150,9 +152,9 @@ func testStatusMapping(t *testing.T, h *harness) {
 			},
 		}
 		h.create(t, chart)
-		h.setStatus(t, chart, cond(meta.ReadyCondition, True, sourcev1.ChartPullSucceededReason, "pulled 'frontend' chart with version '1.2.3'"))
+		testenv.SetFluxStatus(t, h.env.Client, chart, cond(meta.ReadyCondition, True, sourcev1.ChartPullSucceededReason, "pulled 'frontend' chart with version '1.2.3'"))
 		hr := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ad.Name}}
-		h.setStatus(t, hr,
+		testenv.SetFluxStatus(t, h.env.Client, hr,
 			cond(meta.ReadyCondition, True, helmv2.InstallSucceededReason, "Helm install succeeded for release status-helm/frontend-1-2-3-e1mvwibzp5.v1"),
 			cond(helmv2.ReleasedCondition, True, helmv2.InstallSucceededReason, "Helm install succeeded"))
 		got, err := h.reconcile(t, r, ad)
@@ -164,7 +166,7 @@ func testStatusMapping(t *testing.T, h *harness) {
 		assertCondition(t, got, konfidencev1.AppHealthyCondition, True, helmv2.InstallSucceededReason)
 		assertCondition(t, got, meta.ReadyCondition, True, meta.SucceededReason)
 
-		h.setStatus(t, hr,
+		testenv.SetFluxStatus(t, h.env.Client, hr,
 			cond(meta.ReadyCondition, False, helmv2.UpgradeFailedReason, "Helm upgrade failed: context deadline exceeded"),
 			cond(helmv2.ReleasedCondition, False, helmv2.UpgradeFailedReason, "Helm upgrade failed"))
 		got, err = h.reconcile(t, r, ad)
@@ -175,7 +177,7 @@ func testStatusMapping(t *testing.T, h *harness) {
 		assertCondition(t, got, konfidencev1.AppHealthyCondition, False, helmv2.UpgradeFailedReason)
 		assertCondition(t, got, meta.ReadyCondition, False, helmv2.UpgradeFailedReason)
 
-		h.setStatus(t, chart, cond(meta.ReadyCondition, False, sourcev1.AuthenticationFailedReason, "failed to login to OCI registry"))
+		testenv.SetFluxStatus(t, h.env.Client, chart, cond(meta.ReadyCondition, False, sourcev1.AuthenticationFailedReason, "failed to login to OCI registry"))
 		got, err = h.reconcile(t, r, ad)
 		if err != nil {
 			t.Fatal(err)

@@ -7,11 +7,8 @@ import (
 	"strings"
 	"time"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -23,6 +20,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/operating"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // addFinalizer puts the teardown finalizer on ad.
@@ -65,7 +63,7 @@ func (r *Reconciler) teardown(ctx context.Context, ad *konfidencev1.ArtifactDepl
 	original := ad.DeepCopy()
 	conditions.MarkFalse(ad, meta.ReadyCondition, konfidencev1.TearingDownReason, "%s", msg)
 	conditions.MarkReconciling(ad, konfidencev1.TearingDownReason, "%s", msg)
-	if err := r.finalizeStatus(ctx, original, ad); err != nil {
+	if err := r.finalize(ctx, original, ad, nil); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	// The Owns watches requeue ad when a Flux object goes; this requeue is for the time limit.
@@ -111,15 +109,9 @@ func (r *Reconciler) deleteFluxObjects(ctx context.Context, ad *konfidencev1.Art
 	since = time.Now()
 	why := suspendedOnPurpose(ad)
 	var errs, resumed, kept []string
-	for _, o := range []struct {
-		kind string
-		obj  client.Object
-	}{
-		{helmv2.HelmReleaseKind, &helmv2.HelmRelease{}}, {kustomizev1.KustomizationKind, &kustomizev1.Kustomization{}},
-		{sourcev1.HelmRepositoryKind, &sourcev1.HelmRepository{}}, {sourcev1.OCIRepositoryKind, &sourcev1.OCIRepository{}},
-	} {
-		kind, obj, key := o.kind, o.obj, client.ObjectKeyFromObject(ad)
-		name := kind + " " + key.String()
+	for _, k := range ownedFluxKinds() {
+		obj, key := k.new(), client.ObjectKeyFromObject(ad)
+		name := k.gvk.Kind + " " + key.String()
 		if err := r.client.Get(ctx, key, obj); apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 			continue
 		} else if err != nil {
@@ -156,7 +148,7 @@ func (r *Reconciler) deleteFluxObjects(ctx context.Context, ad *konfidencev1.Art
 			"deleted the suspended %s without resuming: %s; their workloads stay", strings.Join(kept, ", "), why)
 	}
 	if len(errs) > 0 {
-		return remaining, since, transient(konfidencev1.TearingDownReason, errors.New(strings.Join(errs, "; ")))
+		return remaining, since, outcome.Retrying(konfidencev1.TearingDownReason, errors.New(strings.Join(errs, "; ")))
 	}
 	return remaining, since, nil
 }

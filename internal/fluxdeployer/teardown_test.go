@@ -30,9 +30,10 @@ import (
 // test removes it when "the uninstall" is done, or never.
 const standInUninstallFinalizer = "stand-in.helm.toolkit.fluxcd.io/uninstall"
 
-// testTeardown: a deleted ArtifactDeployment deletes its Flux objects and stays until they are gone; it gives up
+// TestTeardown: a deleted ArtifactDeployment deletes its Flux objects and stays until they are gone; it gives up
 // after teardownTimeout with a TeardownTimeout event, and does not wait at all with the skip annotation.
-func testTeardown(t *testing.T, h *harness) {
+func TestTeardown(t *testing.T) {
+	h := testHarness(t)
 	const ns = "teardown"
 	h.namespace(t, ns)
 	h.configMap(t, "teardown", map[string]string{teardownTimeoutKey: "3s"})
@@ -155,11 +156,12 @@ func testTeardown(t *testing.T, h *harness) {
 	})
 }
 
-// testTeardownSuspended: deleting a suspended ArtifactDeployment resumes its Flux objects before deleting them,
+// TestTeardownSuspended: deleting a suspended ArtifactDeployment resumes its Flux objects before deleting them,
 // since helm-controller and kustomize-controller skip the uninstall and the prune of a suspended object, and says
 // so in an event. Flux objects suspended because another ArtifactDeployment holds their workload name are deleted
 // suspended, with a Warning event: uninstalling them would remove the holder's workloads.
-func testTeardownSuspended(t *testing.T, h *harness) {
+func TestTeardownSuspended(t *testing.T) {
+	h := testHarness(t)
 	const ns = "teardown-suspended"
 	h.namespace(t, ns)
 	ctx := context.Background()
@@ -245,11 +247,12 @@ func testTeardownSuspended(t *testing.T, h *harness) {
 	})
 }
 
-// testTeardownEnds: a teardown ends whatever fails. The API server refuses to delete the HelmRelease (an admission
+// TestTeardownEnds: a teardown ends whatever fails. The API server refuses to delete the HelmRelease (an admission
 // policy): the ArtifactDeployment retries, and goes after teardownTimeout with a TeardownTimeout event naming the
 // refusal; with the skip annotation it goes at once. A Kustomize-only Flux, without the HelmRelease CRD, is
 // TestTeardownWithoutHelmReleaseCRD (cmd/fluxdeployer).
-func testTeardownEnds(t *testing.T, h *harness) {
+func TestTeardownEnds(t *testing.T) {
+	h := testHarness(t)
 	const ns = "teardown-refused"
 	h.namespace(t, ns)
 	h.configMap(t, ns, map[string]string{teardownTimeoutKey: "3s"})

@@ -25,10 +25,11 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
-// testRemoteTimeouts: a remote target that accepts connections and never answers holds a worker only for the
+// TestRemoteTimeouts: a remote target that accepts connections and never answers holds a worker only for the
 // request timeout, or for the reconcile's deadline where no request timeout is set; its ArtifactDeployment reports
 // RemoteTargetTimeout and the other namespaces' ArtifactDeployments are still reconciled.
-func testRemoteTimeouts(t *testing.T, h *harness) {
+func TestRemoteTimeouts(t *testing.T) {
+	h := testHarness(t)
 	// silentTarget makes ns deploy to a target that never answers, configured by the ConfigMap named ns.
 	silentTarget := func(t *testing.T, ns string) *testenv.SilentServer {
 		t.Helper()

@@ -18,13 +18,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
 )
 
-// One API server for the tests of this file: starting one takes a few seconds.
+// One API server for the tests of the package, with the Flux CRDs: starting one takes a few seconds.
 var env *Env
 
 func TestMain(m *testing.M) {
-	Main(m, func(e *Env) { env = e })
+	Main(m, func(e *Env) { env = e }, controlplane.FluxCRDDirs()...)
 }
 
 func newVectorDeployment(name string) *konfidencev1.VectorDeployment {

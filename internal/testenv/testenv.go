@@ -27,12 +27,32 @@ func Start(t testing.TB, extraCRDDirs ...string) *Env {
 	if err != nil {
 		t.Fatalf("starting envtest: %v", err)
 	}
+	stopWhenDone(t, env)
+	return env
+}
+
+func stopWhenDone(t testing.TB, env *Env) {
 	t.Cleanup(func() {
 		if err := env.Stop(); err != nil {
 			t.Errorf("stopping envtest: %v", err)
 		}
 	})
-	return env
+}
+
+// StartAudited is Start with the API server's audit log of every request of user (see
+// controlplane.StartAuditedAPIServer).
+func StartAudited(t testing.TB, user string, extraCRDDirs ...string) (*Env, *controlplane.AuditLog) {
+	t.Helper()
+	assets, err := controlplane.KubeAssets(os.Stderr)
+	if err != nil {
+		t.Fatalf("starting envtest: %v", err)
+	}
+	env, audit, err := controlplane.StartAuditedAPIServer(assets, user, extraCRDDirs...)
+	if err != nil {
+		t.Fatalf("starting envtest: %v", err)
+	}
+	stopWhenDone(t, env)
+	return env, audit
 }
 
 // Main starts one API server for a whole test binary: call it from TestMain. It hands the server to use, runs

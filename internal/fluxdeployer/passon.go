@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // passOn brings the ArtifactDeployment's suspend and reconcile request to the Flux objects it owns, as `flux
@@ -32,13 +30,14 @@ func (r *Reconciler) passOn(ctx context.Context, ad *konfidencev1.ArtifactDeploy
 // passOnSuspend is passOn with the suspend to set, which a refusal to deploy may impose.
 func (r *Reconciler) passOnSuspend(ctx context.Context, ad *konfidencev1.ArtifactDeployment, suspend bool) error {
 	requested, _ := meta.ReconcileAnnotationValue(ad.GetAnnotations())
-	for _, obj := range []client.Object{&sourcev1.HelmRepository{}, &sourcev1.OCIRepository{}, &helmv2.HelmRelease{}, &kustomizev1.Kustomization{}} {
+	for _, k := range ownedFluxKinds() {
+		obj := k.new()
 		key := types.NamespacedName{Namespace: ad.Namespace, Name: ad.Name}
 		// A kind whose CRD is not installed has no objects to pass anything on to.
 		if err := r.client.Get(ctx, key, obj); apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 			continue
 		} else if err != nil {
-			return transient(konfidencev1.ApplyFailedReason, fmt.Errorf("reading %T %s: %w", obj, key, err))
+			return outcome.Retrying(konfidencev1.ApplyFailedReason, fmt.Errorf("reading %T %s: %w", obj, key, err))
 		}
 		if !metav1.IsControlledBy(obj, ad) {
 			continue
@@ -48,7 +47,7 @@ func (r *Reconciler) passOnSuspend(ctx context.Context, ad *konfidencev1.Artifac
 			continue
 		}
 		if err := r.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
-			return transient(konfidencev1.ApplyFailedReason, fmt.Errorf("passing suspend and reconcile request on to %T %s: %w", obj, key, err))
+			return outcome.Retrying(konfidencev1.ApplyFailedReason, fmt.Errorf("passing suspend and reconcile request on to %T %s: %w", obj, key, err))
 		}
 	}
 	return nil
@@ -84,17 +83,4 @@ func suspended(obj client.Object) bool {
 	}
 	suspend, _, _ := unstructured.NestedBool(m, "spec", "suspend")
 	return suspend
-}
-
-// recordWorkload names, for the printer columns, the Flux object that deploys the artifact and the name its
-// workloads are found by: the Helm release, or the suffix of every object a Kustomization renders.
-func recordWorkload(ad *konfidencev1.ArtifactDeployment, objects []client.Object) {
-	for _, obj := range objects {
-		switch o := obj.(type) {
-		case *helmv2.HelmRelease:
-			ad.Status.FluxKind, ad.Status.ReleaseName = helmv2.HelmReleaseKind, o.Spec.ReleaseName
-		case *kustomizev1.Kustomization:
-			ad.Status.FluxKind, ad.Status.NameSuffix = kustomizev1.KustomizationKind, o.Spec.NameSuffix
-		}
-	}
 }

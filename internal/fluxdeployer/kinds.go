@@ -1,0 +1,221 @@
+package fluxdeployer
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
+)
+
+// fluxObject is a Flux object whose status the deployer reads.
+type fluxObject interface {
+	client.Object
+	conditions.Getter
+}
+
+// fluxKind is everything the deployer does differently per Flux kind. fluxKindTable lists every kind it writes or
+// reads, so that apply, pass-on, teardown, the watches, the cache transform and the status mapping cover the same
+// kinds: adding a kind is one entry there.
+type fluxKind struct {
+	gvk schema.GroupVersionKind
+	// new returns an empty object of the kind.
+	new func() fluxObject
+	// observedGeneration is the generation the object's status was written for.
+	observedGeneration func(fluxObject) int64
+	// trimStatus keeps, of the object's status, what the deployer reads (see TrimFluxStatus).
+	trimStatus func(fluxObject)
+	// owned kinds are the deployer's: it applies them, passes suspend and reconcile requests on to them and
+	// deletes them in a teardown. The others are created by a Flux controller and only read.
+	owned bool
+	// ownedUnset are the spec fields the deployer decides by leaving them unset (see foreignFields).
+	ownedUnset []string
+	// healthy is the condition a deployment kind reports its workloads' health in; "" for a source.
+	healthy string
+	// workload records, for the printer columns, what a deployment kind deploys under; nil for a source.
+	workload func(*konfidencev1.ArtifactDeployment, fluxObject)
+	// statusFrom is set for a source without a status of its own: it names the object that reports the fetch.
+	statusFrom func(key types.NamespacedName) (kind string, _ types.NamespacedName)
+	// enqueue leads from an object of a kind the deployer does not own to its ArtifactDeployment; owned kinds are
+	// led there by their controller reference.
+	enqueue func(context.Context, client.Object) []reconcile.Request
+}
+
+// fluxKindTable lists the Flux kinds, in teardown order: a deployment before its source, so that helm-controller and
+// kustomize-controller still find the source while they uninstall or prune.
+var fluxKindTable = []*fluxKind{
+	{
+		gvk: helmv2.GroupVersion.WithKind(helmv2.HelmReleaseKind),
+		new: func() fluxObject { return &helmv2.HelmRelease{} },
+		observedGeneration: func(o fluxObject) int64 {
+			return o.(*helmv2.HelmRelease).Status.ObservedGeneration
+		},
+		trimStatus: func(o fluxObject) {
+			s := &o.(*helmv2.HelmRelease).Status
+			*s = helmv2.HelmReleaseStatus{ObservedGeneration: s.ObservedGeneration, Conditions: s.Conditions}
+		},
+		owned: true,
+		ownedUnset: []string{
+			"values", "valuesFrom", "postRenderers", "chart.spec.valuesFiles", "chart.spec.sourceRef.namespace",
+			"chartRef.namespace", "commonMetadata.annotations", "kubeConfig", "serviceAccountName",
+		},
+		healthy: helmv2.ReleasedCondition,
+		workload: func(ad *konfidencev1.ArtifactDeployment, o fluxObject) {
+			ad.Status.FluxKind, ad.Status.ReleaseName = helmv2.HelmReleaseKind, o.(*helmv2.HelmRelease).Spec.ReleaseName
+		},
+	},
+	{
+		gvk: kustomizev1.GroupVersion.WithKind(kustomizev1.KustomizationKind),
+		new: func() fluxObject { return &kustomizev1.Kustomization{} },
+		observedGeneration: func(o fluxObject) int64 {
+			return o.(*kustomizev1.Kustomization).Status.ObservedGeneration
+		},
+		trimStatus: func(o fluxObject) {
+			s := &o.(*kustomizev1.Kustomization).Status
+			*s = kustomizev1.KustomizationStatus{ObservedGeneration: s.ObservedGeneration, Conditions: s.Conditions}
+		},
+		owned: true,
+		ownedUnset: []string{
+			"patches", "images", "postBuild", "components", "namePrefix", "sourceRef.namespace",
+			"commonMetadata.annotations", "kubeConfig", "serviceAccountName",
+		},
+		healthy: meta.HealthyCondition,
+		workload: func(ad *konfidencev1.ArtifactDeployment, o fluxObject) {
+			ad.Status.FluxKind, ad.Status.NameSuffix = kustomizev1.KustomizationKind, o.(*kustomizev1.Kustomization).Spec.NameSuffix
+		},
+	},
+	{
+		gvk: sourcev1.GroupVersion.WithKind(sourcev1.HelmRepositoryKind),
+		new: func() fluxObject { return &sourcev1.HelmRepository{} },
+		observedGeneration: func(o fluxObject) int64 {
+			return o.(*sourcev1.HelmRepository).Status.ObservedGeneration
+		},
+		trimStatus: func(o fluxObject) {
+			s := &o.(*sourcev1.HelmRepository).Status
+			*s = sourcev1.HelmRepositoryStatus{ObservedGeneration: s.ObservedGeneration, Conditions: s.Conditions}
+		},
+		owned:      true,
+		ownedUnset: []string{"insecure", "secretRef", "passCredentials"},
+		// An OCI HelmRepository has no status: the HelmChart helm-controller creates for the HelmRelease's
+		// chart.spec, <namespace>-<name> in the HelmRepository's namespace, reports the fetch.
+		statusFrom: func(key types.NamespacedName) (string, types.NamespacedName) {
+			return sourcev1.HelmChartKind, types.NamespacedName{Namespace: key.Namespace, Name: key.Namespace + "-" + key.Name}
+		},
+	},
+	{
+		gvk: sourcev1.GroupVersion.WithKind(sourcev1.OCIRepositoryKind),
+		new: func() fluxObject { return &sourcev1.OCIRepository{} },
+		observedGeneration: func(o fluxObject) int64 {
+			return o.(*sourcev1.OCIRepository).Status.ObservedGeneration
+		},
+		trimStatus: func(o fluxObject) {
+			s := &o.(*sourcev1.OCIRepository).Status
+			*s = sourcev1.OCIRepositoryStatus{ObservedGeneration: s.ObservedGeneration, Conditions: s.Conditions}
+		},
+		owned: true,
+		ownedUnset: []string{
+			"ref.digest", "ref.tag", "ref.semver", "ref.semverFilter", "layerSelector", "ignore", "insecure", "secretRef",
+		},
+	},
+	{
+		gvk: sourcev1.GroupVersion.WithKind(sourcev1.HelmChartKind),
+		new: func() fluxObject { return &sourcev1.HelmChart{} },
+		observedGeneration: func(o fluxObject) int64 {
+			return o.(*sourcev1.HelmChart).Status.ObservedGeneration
+		},
+		trimStatus: func(o fluxObject) {
+			s := &o.(*sourcev1.HelmChart).Status
+			*s = sourcev1.HelmChartStatus{ObservedGeneration: s.ObservedGeneration, Conditions: s.Conditions}
+		},
+		enqueue: helmChartOwner,
+	},
+}
+
+// fluxKindTypes finds a kind by its Go type, for typed objects (which come without apiVersion and kind).
+var fluxKindTypes = func() map[reflect.Type]*fluxKind {
+	m := map[reflect.Type]*fluxKind{}
+	for _, k := range fluxKindTable {
+		m[reflect.TypeOf(k.new())] = k
+	}
+	return m
+}()
+
+// ownedFluxKinds are the kinds the deployer writes, in teardown order.
+func ownedFluxKinds() []*fluxKind {
+	var owned []*fluxKind
+	for _, k := range fluxKindTable {
+		if k.owned {
+			owned = append(owned, k)
+		}
+	}
+	return owned
+}
+
+// kindNamed returns the kind called name, or nil.
+func kindNamed(name string) *fluxKind {
+	for _, k := range fluxKindTable {
+		if k.gvk.Kind == name {
+			return k
+		}
+	}
+	return nil
+}
+
+// kindOf returns obj's kind: by apiVersion and kind for an unstructured object, by Go type for a typed one. Any
+// other object is not one the deployer knows how to handle, which is an error rather than a guess.
+func kindOf(obj runtime.Object) (*fluxKind, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		gvk := u.GroupVersionKind()
+		if k := kindNamed(gvk.Kind); k != nil && k.gvk == gvk {
+			return k, nil
+		}
+		return nil, unknownKind(gvk.String())
+	}
+	if k, ok := fluxKindTypes[reflect.TypeOf(obj)]; ok {
+		return k, nil
+	}
+	return nil, unknownKind(fmt.Sprintf("%T", obj))
+}
+
+// unknownKind is the failure of an object whose kind is not in fluxKinds: the deployer built or read something it
+// has no entry for, which a retry does not change.
+func unknownKind(what string) error {
+	return outcome.Stallingf(konfidencev1.ApplyFailedReason, "%s is not a Flux kind the deployer handles", what)
+}
+
+// TrimFluxStatus is a cache transform that keeps, of a Flux object's status, what the deployer reads: the
+// conditions and observedGeneration. The rest is Flux's record of its own work and can be most of the object: a
+// Kustomization's inventory lists every object it applied, a HelmRelease's history its last releases, a source its
+// artifact. The cache holds two Flux objects per ArtifactDeployment, and 10,000 ArtifactDeployments must fit in
+// 150 MiB. Other objects pass unchanged.
+func TrimFluxStatus(obj any) (any, error) {
+	if o, ok := obj.(fluxObject); ok {
+		if k, ok := fluxKindTypes[reflect.TypeOf(o)]; ok {
+			k.trimStatus(o)
+		}
+	}
+	return obj, nil
+}
+
+// helmChartOwner maps the HelmChart helm-controller creates (without an owner reference) to the
+// ArtifactDeployment named like its HelmRelease.
+func helmChartOwner(_ context.Context, obj client.Object) []reconcile.Request {
+	name, namespace := obj.GetLabels()[helmNameLabel], obj.GetLabels()[helmNamespaceLabel]
+	if name == "" || namespace == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}}
+}

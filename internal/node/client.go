@@ -15,15 +15,25 @@ import (
 )
 
 // RunClient runs a pod of the workload image that fetches url once, waits for it to succeed and returns what it
-// printed; the pod is deleted.
+// printed; the pod is deleted. The pod meets Pod Security's restricted profile, which the operator's namespace
+// enforces.
 func (c *Cluster) RunClient(t testing.TB, namespace, url string) string {
 	t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: "get-"},
-		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
-			Name: "get", Image: WorkloadImage, ImagePullPolicy: corev1.PullNever, Args: []string{"-get", url},
-		}}},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot: new(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []corev1.Container{{
+				Name: "get", Image: WorkloadImage, ImagePullPolicy: corev1.PullNever, Args: []string{"-get", url},
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: new(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+		},
 	}
 	if err := c.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)

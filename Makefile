@@ -27,9 +27,12 @@ generate: ## Generate deepcopy code.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: ## Generate CRDs and RBAC under config/.
+manifests: ## Generate CRDs and RBAC under config/, and their copies the Helm chart renders (charts/fluxdeployer/files).
 	$(CONTROLLER_GEN) crd:allowDangerousTypes=false rbac:roleName=fluxdeployer paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	rm -f charts/fluxdeployer/files/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/fluxdeployer/files/crds/
+	cp config/rbac/role.yaml charts/fluxdeployer/files/role.yaml
 
 .PHONY: api-docs
 api-docs: manifests ## Write the API reference docs/api from the CRDs (hack/apidocs).
@@ -37,8 +40,8 @@ api-docs: manifests ## Write the API reference docs/api from the CRDs (hack/apid
 
 .PHONY: verify-generated
 verify-generated: generate manifests api-docs ## Fail when committed generated files are stale.
-	@git diff --exit-code -- api config docs/api || { echo "generated files are stale: run 'make generate manifests api-docs' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- api config docs/api)" || { git status --porcelain -- api config docs/api; echo "untracked generated files: commit them"; exit 1; }
+	@git diff --exit-code -- api config docs/api charts || { echo "generated files are stale: run 'make generate manifests api-docs' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api config docs/api charts)" || { git status --porcelain -- api config docs/api charts; echo "untracked generated files: commit them"; exit 1; }
 
 .PHONY: fmt
 fmt:
@@ -64,8 +67,13 @@ test: lint vet verify-generated ## Lint, unit, envtest, end-to-end and short fuz
 	assets=$$(hack/test-assets.sh) && flux=$$(hack/flux-assets.sh) && \
 		KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux go test ./... -count=1 -timeout 30m
 	$(MAKE) test-release
+	$(MAKE) test-chart
 	$(MAKE) e2e-node
 	$(MAKE) fuzz
+
+.PHONY: test-chart
+test-chart: ## Render and lint charts/fluxdeployer with Helm's SDK and compare it with config/default (its own module, hack/tools/helm).
+	cd hack/tools/helm && go test ./... -count=1
 
 .PHONY: e2e
 e2e: ## End-to-end tests: on the embedded control plane, or on an existing cluster with E2E_KUBECONFIG (Flux and the operator installed; E2E_REGISTRY_HOST: this machine's address as the cluster's pods reach it; E2E_KIND_CLUSTER: its name when it is kind, to run the TestNode tests there too).

@@ -7,11 +7,12 @@ import (
 )
 
 // StartControllerManager runs kube-controller-manager with only the controllers the operator relies on:
-// the garbage collector (owner references) and the namespace controller (deleting a namespace deletes what is in
-// it, waiting for Flux's finalizers).
+// the garbage collector (owner references), the namespace controller (deleting a namespace deletes what is in
+// it, waiting for Flux's finalizers) and the clusterrole-aggregation controller (config/rbac's tenant roles reach
+// the cluster's view, edit and admin roles through it).
 func StartControllerManager(kubeconfig, kubeAssets string) (*Process, error) {
 	return StartProcess(kubeconfig, nil, filepath.Join(kubeAssets, "kube-controller-manager"),
-		"--kubeconfig="+kubeconfig, "--controllers=garbage-collector-controller,namespace-controller",
+		"--kubeconfig="+kubeconfig, "--controllers=garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller",
 		"--leader-elect=false", "--secure-port=0")
 }
 

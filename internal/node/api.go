@@ -28,15 +28,25 @@ type API struct {
 
 // RunClient runs a pod of the workload image that fetches url once, waits for it to succeed and returns what it
 // printed; the pod is deleted. A Service is reached this way, from a pod through the cluster's kube-proxy, so the
-// request never leaves the cluster's network.
+// request never leaves the cluster's network. The pod meets Pod Security's restricted profile, which the
+// operator's namespace enforces.
 func (a API) RunClient(t testing.TB, namespace, url string) string {
 	t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: "get-"},
-		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
-			Name: "get", Image: WorkloadImage, ImagePullPolicy: corev1.PullNever, Args: []string{"-get", url},
-		}}},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot: new(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []corev1.Container{{
+				Name: "get", Image: WorkloadImage, ImagePullPolicy: corev1.PullNever, Args: []string{"-get", url},
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: new(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+		},
 	}
 	if err := a.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)

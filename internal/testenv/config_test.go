@@ -44,8 +44,8 @@ func TestConfigDefaultIsAcceptedByTheAPIServer(t *testing.T) {
 		}
 	}
 	for kind, want := range map[string]int{
-		"Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1,
-		"Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 1,
+		"Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 3, "ClusterRoleBinding": 1,
+		"Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 1, "NetworkPolicy": 1, "PriorityClass": 1,
 	} {
 		if kinds[kind] != want {
 			t.Errorf("config/default renders %d %s, want %d (all: %v)", kinds[kind], kind, want, kinds)

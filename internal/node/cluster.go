@@ -299,7 +299,7 @@ func (c *Cluster) Stop() error {
 	}
 	c.stopped = true
 	if c.progress != nil && c.daemon(kubelet) != nil {
-		fmt.Fprintln(c.progress, "node: "+peakMemory())
+		_, _ = fmt.Fprintln(c.progress, "node: "+peakMemory())
 	}
 	for _, name := range []string{kubelet, kubeProxy, "kube-scheduler", "kube-controller-manager"} {
 		if d := c.daemon(name); d != nil {

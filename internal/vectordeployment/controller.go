@@ -51,8 +51,9 @@ type Reconciler struct {
 	// synced holds, per VectorDeployment, what its last full reconcile in this process found (see statusOnly).
 	synced sync.Map // of client.ObjectKey to syncedSpec
 
-	// reconciled, when set, is called at the start of every reconcile: tests count the reconciles of one
-	// VectorDeployment with it, where controller-runtime's metric counts those of every manager in the process.
+	// reconciled, when set, is called when a reconcile has ended, its writes done: tests count the reconciles of
+	// one VectorDeployment with it (controller-runtime's metric counts those of every manager in the process) and
+	// assert that a reconcile wrote nothing once it has ended, instead of sleeping for a while.
 	reconciled func(client.ObjectKey)
 
 	// hashLength is naming.HashLength; tests shorten it so that names collide on their own.
@@ -71,7 +72,7 @@ type Reconciler struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	start := time.Now()
 	if r.reconciled != nil {
-		r.reconciled(req.NamespacedName)
+		defer r.reconciled(req.NamespacedName)
 	}
 	vd := &konfidencev1.VectorDeployment{}
 	if err := r.Get(ctx, req.NamespacedName, vd); err != nil {

@@ -9,7 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
@@ -26,7 +25,8 @@ func TestSteadyStateResyncWritesNothing(t *testing.T) {
 	private := ocmtest.Artifact("acme.org/artifacts/database", "1.0.0", helmType, false)
 	vector := pushVector(t, reg, "acme.org/vectors/shop", app, private)
 	var requests testenv.RequestRecorder
-	startManager(t, managerOptions{requests: &requests})
+	var reconciles reconcileCounter
+	startManager(t, managerOptions{requests: &requests, reconciles: &reconciles})
 	vd := createVectorDeployment(t, ns, "shop", vector)
 	waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, "Succeeded")
 	for _, ad := range listADs(t, ns) {
@@ -35,7 +35,7 @@ func TestSteadyStateResyncWritesNothing(t *testing.T) {
 	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, "Succeeded")
 	settle(t, &requests)
 	vd = getVD(t, vd)
-	registryBefore, reconciled := reg.Requests(), reconcileCount(t)
+	registryBefore, reconciled := reg.Requests(), reconciles.of(vd)
 	ad := listADs(t, ns)[vd.Status.ResultingArtifactDeployments[app.Name].Name]
 	before := ad.DeepCopy()
 	ad.Labels["touched"] = "yes" // the watch maps it to the VectorDeployment: a reconcile with nothing to do
@@ -43,12 +43,11 @@ func TestSteadyStateResyncWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if reconcileCount(t) == reconciled {
-			return fmt.Errorf("no reconcile yet")
+		if reconciles.of(vd) == reconciled {
+			return fmt.Errorf("no reconcile has ended yet")
 		}
 		return nil
 	})
-	time.Sleep(500 * time.Millisecond)
 	got := namespaceRequests(&requests, ns)
 	if testenv.Writes(got) != 0 {
 		t.Errorf("a steady-state reconcile made %d writes: %q", testenv.Writes(got), got)
@@ -84,27 +83,4 @@ func namespaceRequests(requests *testenv.RequestRecorder, ns string) []string {
 		}
 	}
 	return got
-}
-
-// reconcileCount is controller-runtime's count of VectorDeployment reconciles in this process.
-func reconcileCount(t *testing.T) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n float64
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == "vectordeployment" {
-					n += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return n
 }

@@ -70,22 +70,22 @@ func TestSuspendedVectorDeploymentIsLeftAlone(t *testing.T) {
 	ns := newNamespace(t)
 	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
 	var requests testenv.RequestRecorder
-	startManager(t, managerOptions{requests: &requests})
+	var reconciles reconcileCounter
+	startManager(t, managerOptions{requests: &requests, reconciles: &reconciles})
 	vd := createVectorDeployment(t, ns, "shop", pushVector(t, reg, "acme.org/vectors/shop", app))
 	waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, meta.SucceededReason)
 
 	vd = patchVD(t, vd, func(vd *konfidencev1.VectorDeployment) { vd.Spec.Suspend = true })
 	settle(t, &requests)
-	registryBefore, reconciled := reg.Requests(), reconcileCount(t)
+	registryBefore, reconciled := reg.Requests(), reconciles.of(vd)
 	markReady(t, listADs(t, ns)[vd.Status.ResultingArtifactDeployments[app.Name].Name])
 	vd = patchVD(t, vd, requestReconcile("suspended"))
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if reconcileCount(t) < reconciled+2 {
+		if reconciles.of(vd) < reconciled+2 {
 			return fmt.Errorf("not reconciled twice yet")
 		}
 		return nil
 	})
-	time.Sleep(500 * time.Millisecond)
 	if got := namespaceRequests(&requests, ns); testenv.Writes(got) != 0 {
 		t.Errorf("a suspended VectorDeployment was written: %q", got)
 	}
@@ -118,7 +118,8 @@ func TestReconcileRequestRereadsAndRetriesStalled(t *testing.T) {
 	broken := app
 	broken.Resources = app.Resources[1:] // no artifact manifest: a permanent failure
 	var requests testenv.RequestRecorder
-	startManager(t, managerOptions{requests: &requests})
+	var reconciles reconcileCounter
+	startManager(t, managerOptions{requests: &requests, reconciles: &reconciles})
 	vd := createVectorDeployment(t, ns, "shop", pushVector(t, reg, "acme.org/vectors/shop", broken))
 	waitForCondition(t, vd, konfidencev1.StalledCondition, metav1.ConditionTrue, string(ocm.ReasonManifestMissing))
 
@@ -132,12 +133,15 @@ func TestReconcileRequestRereadsAndRetriesStalled(t *testing.T) {
 	waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, meta.SucceededReason)
 	settle(t, &requests)
 
-	registryBefore := reg.Requests()
+	registryBefore, reconciled := reg.Requests(), reconciles.of(vd)
 	requests.Take()
 	vd = patchVD(t, vd, requestReconcile("reread"))
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if got := getVD(t, vd); got.Status.LastHandledReconcileAt != "reread" {
 			return fmt.Errorf("lastHandledReconcileAt %q", got.Status.LastHandledReconcileAt)
+		}
+		if reconciles.of(vd) == reconciled {
+			return fmt.Errorf("the reconcile that handled the request has not ended")
 		}
 		return nil
 	})
@@ -145,7 +149,6 @@ func TestReconcileRequestRereadsAndRetriesStalled(t *testing.T) {
 	if n := reg.Requests() - registryBefore; n < 6 {
 		t.Errorf("a reconcile request made %d registry requests, want the vector and its artifact re-read", n)
 	}
-	time.Sleep(500 * time.Millisecond)
 	// The user's patch went through env.Client, not the recorded manager: what is counted is the reconciler's.
 	if got := namespaceRequests(&requests, ns); testenv.Writes(got) != 1 {
 		t.Errorf("a reconcile request made %d writes, want 1 (the status): %q", testenv.Writes(got), got)

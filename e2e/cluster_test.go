@@ -34,6 +34,8 @@ var (
 	// realCluster is the cluster whose pods start, where the TestNode tests run; nil on the embedded control plane
 	// and on an existing cluster that is not kind.
 	realCluster podCluster
+	// realKubeconfig is the path of an admin kubeconfig of realCluster, for CLIs such as helm.
+	realKubeconfig string
 )
 
 // podCluster is a cluster where pods start, with Flux and the operator installed as a user installs them: the
@@ -70,13 +72,13 @@ func TestMain(m *testing.M) {
 		if name := os.Getenv("E2E_KIND_CLUSTER"); err == nil && name != "" {
 			var kind *node.Kind
 			if kind, err = node.ConnectKind(ctx, name, os.Getenv("E2E_REGISTRY_HOST"), node.API{Config: env.Config, Client: env.Client}); err == nil {
-				realCluster = kind
+				realCluster, realKubeconfig = kind, path
 			}
 		}
 	} else if os.Getenv("E2E_NODE") != "" {
 		var realNode *node.Cluster
 		if realNode, err = startRealNode(ctx); err == nil {
-			realCluster = realNode
+			realCluster, realKubeconfig = realNode, realNode.AdminKubeconfig
 			env, err = controlplane.Connect(realNode.AdminKubeconfig)
 		}
 	} else if cluster, err = controlplane.StartCluster(ctx, os.Stderr); err == nil {

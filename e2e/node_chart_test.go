@@ -30,7 +30,7 @@ const chartRelease = "fluxdeployer-helm"
 func TestNodeOperatorFromTheChart(t *testing.T) {
 	requireNode(t)
 	ctx := context.Background()
-	if err := realNode.WaitAvailable(ctx, time.Minute, operatorNamespace(), "fluxdeployer"); err != nil {
+	if err := realCluster.WaitAvailable(ctx, time.Minute, operatorNamespace(), "fluxdeployer"); err != nil {
 		t.Fatalf("the operator dist/install.yaml installed: %v", err)
 	}
 	ns := newNamespace(t, "chart")
@@ -50,7 +50,7 @@ func TestNodeOperatorFromTheChart(t *testing.T) {
 		"--set", "crds.install=false", "--set", "flags.watch-all-namespaces=false")
 	t.Cleanup(func() { helm(t, "uninstall", chartRelease, "--namespace", ns) })
 	installed := time.Since(begin)
-	if err := realNode.WaitAvailable(ctx, 2*time.Minute, ns, chartRelease); err != nil {
+	if err := realCluster.WaitAvailable(ctx, 2*time.Minute, ns, chartRelease); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("helm install took %s (the pinned helm built on first use); the chart's Deployment Available %s later",
@@ -76,7 +76,7 @@ func TestNodeOperatorFromTheChart(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: chartRelease + "-metrics"}, svc); err != nil {
 		t.Fatal(err)
 	}
-	metrics := realNode.RunClient(t, ns, fmt.Sprintf("http://%s:8080/metrics", svc.Spec.ClusterIP))
+	metrics := realCluster.RunClient(t, ns, fmt.Sprintf("http://%s:8080/metrics", svc.Spec.ClusterIP))
 	if !strings.Contains(metrics, "controller_runtime_reconcile_total") {
 		t.Errorf("metrics through Service %s: no controller_runtime_reconcile_total in:\n%.2000s", svc.Name, metrics)
 	}
@@ -106,10 +106,10 @@ func podSecurityLabels(t *testing.T) map[string]string {
 	return labels
 }
 
-// helm runs the helm CLI pinned in hack/tools/helm against the node, from the repository's root.
+// helm runs the helm CLI pinned in hack/tools/helm against the cluster whose pods start, from the repository's root.
 func helm(t *testing.T, args ...string) {
 	t.Helper()
-	cmd := exec.Command("go", append([]string{"tool", "-modfile=hack/tools/helm/go.mod", "helm", "--kubeconfig", realNode.AdminKubeconfig}, args...)...)
+	cmd := exec.Command("go", append([]string{"tool", "-modfile=hack/tools/helm/go.mod", "helm", "--kubeconfig", realKubeconfig}, args...)...)
 	cmd.Dir = controlplane.RepoRoot()
 	// Helm's configuration, cache and data of this run only, not the user's.
 	helmHome, err := os.MkdirTemp("", "helm-")

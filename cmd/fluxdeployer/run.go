@@ -54,9 +54,24 @@ type runOptions struct {
 }
 
 // newRunOptions returns the options of one run command, before its flags are parsed. The operator's namespace is
-// read here, once: RUNTIME_NAMESPACE, set by the Deployment as for Flux's controllers.
+// read here, once, for every reconciler.
 func newRunOptions() runOptions {
-	return runOptions{setups: newControllerSetups(), shared: operating.Options{RuntimeNamespace: os.Getenv("RUNTIME_NAMESPACE")}}
+	return runOptions{setups: newControllerSetups(), shared: operating.Options{RuntimeNamespace: runtimeNamespace()}}
+}
+
+// serviceAccountNamespace is where the kubelet mounts the namespace of a pod's ServiceAccount.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// runtimeNamespace is the namespace the operator runs in: RUNTIME_NAMESPACE, which the Deployment sets as for
+// Flux's controllers, else that of the pod's ServiceAccount; empty out of a cluster.
+func runtimeNamespace() string {
+	if ns := os.Getenv("RUNTIME_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if ns, err := os.ReadFile(serviceAccountNamespace); err == nil {
+		return strings.TrimSpace(string(ns))
+	}
+	return ""
 }
 
 func newRunCommand() *cobra.Command {
@@ -215,7 +230,7 @@ func (o runOptions) watchNamespace() (string, error) {
 		return "", nil
 	}
 	if o.shared.RuntimeNamespace == "" {
-		return "", fmt.Errorf("--watch-all-namespaces=false needs RUNTIME_NAMESPACE, the namespace to watch")
+		return "", fmt.Errorf("--watch-all-namespaces=false needs the operator's namespace to watch: set RUNTIME_NAMESPACE")
 	}
 	return o.shared.RuntimeNamespace, nil
 }

@@ -2,8 +2,6 @@ package fluxdeployer
 
 import (
 	"context"
-	"os"
-	"strings"
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
@@ -49,19 +47,16 @@ type Options struct {
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ConfigName, "flux-deployer-config-name", "flux-deployer-configuration",
 		"name of the Flux deployer's ConfigMap")
-	fs.StringVar(&o.ConfigNamespace, "flux-deployer-config-namespace", operatorNamespace(),
+	fs.StringVar(&o.ConfigNamespace, "flux-deployer-config-namespace", "",
 		"namespace of the Flux deployer's ConfigMap (default: the operator's namespace)")
 	o.Remote.BindFlags(fs)
 }
 
-// operatorNamespace is the namespace the operator runs in: RUNTIME_NAMESPACE as for Flux's controllers, else the
-// service account's, else default (out of cluster).
-func operatorNamespace() string {
-	if ns := os.Getenv("RUNTIME_NAMESPACE"); ns != "" {
-		return ns
-	}
-	if ns, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
-		return strings.TrimSpace(string(ns))
+// defaultConfigNamespace is where the ConfigMap is read when no flag names a namespace: the operator's own, or default
+// out of a cluster (make run), where the operator has none.
+func defaultConfigNamespace(runtimeNamespace string) string {
+	if runtimeNamespace != "" {
+		return runtimeNamespace
 	}
 	return "default"
 }
@@ -89,6 +84,9 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=list;watch,namespace=fluxdeployer-system
 
 func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler, error) {
+	if o.ConfigNamespace == "" {
+		o.ConfigNamespace = defaultConfigNamespace(shared.RuntimeNamespace)
+	}
 	narrow, err := o.narrowCache(mgr, shared.WatchNamespace)
 	if err != nil {
 		return nil, err

@@ -172,7 +172,7 @@ func installLikeKonfidence(t *testing.T, vd *konfidencev1.VectorDeployment, regi
 	return names
 }
 
-// konfidenceName is ADR-0034's name: <basename>-<version>-<hash>, the hash FNV-1a over the plain concatenation of
+// konfidenceName is the name Konfidence gives an ArtifactDeployment: <basename>-<version>-<hash>, the hash FNV-1a over the plain concatenation of
 // component, version and (reuse off) the VectorDeployment's UID, in base36 through rand.SafeEncodeString, 10
 // characters; the whole a DNS-1123 label of at most 63 characters.
 func konfidenceName(t *testing.T, component, version, uid string) (name, hash string) {
@@ -187,7 +187,7 @@ func konfidenceName(t *testing.T, component, version, uid string) (name, hash st
 	return prefix + "-" + hash, hash
 }
 
-// konfidenceHelmObjects are the HelmRepository and HelmRelease kubernetes-landscape-orchestrator writes (ADR-0034):
+// konfidenceHelmObjects are the HelmRepository and HelmRelease kubernetes-landscape-orchestrator writes:
 // named like the ArtifactDeployment, labelled with it, releaseName the name where Helm allows it. Other settings
 // differ from fluxdeployer's (interval, remediation, no drift detection), as an install of another tool would.
 func konfidenceHelmObjects(ad *konfidencev1.ArtifactDeployment, registryHost, chart, version string) []client.Object {

@@ -34,7 +34,7 @@ const convergeTimeout = 20 * time.Minute
 // theirs. No Flux controller runs, so no ArtifactDeployment becomes Ready: what is timed is the operator's own
 // work. ns/op is the operator's time; the metrics are described in docs/performance.md. Run with -benchtime=1x.
 func BenchmarkConverge(b *testing.B) {
-	// 1x500: one vector of 500 artifacts (issue 12's large vector), resolved by one VectorDeployment.
+	// 1x500: one large vector of 500 artifacts, resolved by one VectorDeployment.
 	for _, l := range []landscape{{10, 10, 10}, {100, 10, 10}, {300, 10, 10}, {1, 500, 1}} {
 		b.Run(l.String(), func(b *testing.B) { benchmarkConverge(b, l) })
 	}

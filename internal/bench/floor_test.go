@@ -21,7 +21,7 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
-// floorWorkers is the number of client workers of the floor, as issue 12 measured it.
+// floorWorkers is the number of client workers of the floor: 8, as docs/performance.md reports it.
 const floorWorkers = 8
 
 // floor creates, with a tight loop of floorWorkers client workers, what the operator creates for the landscape:

@@ -15,7 +15,7 @@ const (
 
 // landscape is what a benchmark deploys: VectorDeployments of vectors with artifacts each. distinct vectors are
 // published and shared round-robin by the VectorDeployments; the artifacts do not allow reuse, so every
-// VectorDeployment gets ArtifactDeployments of its own, as in the measurements of issue 12.
+// VectorDeployment gets ArtifactDeployments of its own, as in the landscapes docs/performance.md reports.
 type landscape struct {
 	vectorDeployments, artifacts, distinct int
 }

@@ -26,7 +26,7 @@ import (
 // the bundles of the ArtifactDeployments it alone owned; a reusable ArtifactDeployment shared with another
 // VectorDeployment stays, owned by that one only. The second VectorDeployment is deleted while the operator is
 // down: it waits, and its teardown completes once the operator is back. The finalizers decide all of it, not the
-// garbage collector (this replaces the test that deletion is garbage collection by owner references).
+// garbage collector.
 func TestDeleteWaitsForTheWorkloads(t *testing.T) {
 	ctx := context.Background()
 	reg := newRegistry(t)

@@ -34,8 +34,8 @@ func verifiedVD(t *testing.T, namespace, name, vector string, mutate ...func(*ko
 
 // TestKeysOutsideTheSizeRangeAreRejected runs against the real API server: a VectorDeployment whose key Secret
 // holds an RSA key of 1024 or of 8200 bits is refused with KeyRejected, on its conditions and as an event, before
-// any signature is checked with it. Before, both were used to verify and failed only as SignatureInvalid: a key
-// of 512 kbit cost ~7 s of CPU per reconcile.
+// any signature is checked with it: verifying with such a key would fail only as SignatureInvalid, and a key of
+// 512 kbit would cost ~7 s of CPU per reconcile.
 func TestKeysOutsideTheSizeRangeAreRejected(t *testing.T) {
 	reg := ocmtest.NewRegistry(t)
 	app := ocmtest.Artifact("acme.org/artifacts/web", "1.0.0", helmType, true)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -13,6 +12,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
 // shortHash makes collisions happen on their own: 36*36 names per component and version.
@@ -104,7 +104,8 @@ func TestCollisionLimitStopsLoudly(t *testing.T) {
 	}
 
 	limitsBefore := testutil.ToFloat64(collisionsLimitExceeded)
-	startManager(t, managerOptions{hashLength: shortHash})
+	var queue testenv.Queue
+	startManager(t, managerOptions{hashLength: shortHash, queue: &queue})
 	vd := createVectorDeployment(t, ns, "shop", vector)
 	vd = waitForCondition(t, vd, konfidencev1.StalledCondition, metav1.ConditionTrue, konfidencev1.HashCollisionLimitExceededReason)
 	if conditions.IsReady(vd) || conditions.GetReason(vd, konfidencev1.ReadyCondition) != konfidencev1.HashCollisionLimitExceededReason {
@@ -123,8 +124,9 @@ func TestCollisionLimitStopsLoudly(t *testing.T) {
 	if _, ok := listADs(t, ns)[mustName(t, other.Name, other.Version, "", 0, shortHash)]; !ok {
 		t.Errorf("the artifact without a collision was not deployed")
 	}
-	// And the counter stays put: no further bumping.
-	time.Sleep(time.Second)
+	// And the counter stays put: once the reconciler has nothing left to do for the VectorDeployment (no requeue
+	// of a stalled one), nothing bumps it further.
+	waitIdle(t, &queue, vd)
 	if got := ptr.Deref(getVD(t, vd).Status.ResultingArtifactDeployments[app.Name].CollisionCount, 0); got != konfidencev1.MaxCollisionCount {
 		t.Errorf("collision count moved on to %d", got)
 	}

@@ -57,6 +57,8 @@ type managerOptions struct {
 	trust TrustDefault
 	// reconciles, when set, counts the manager's reconciles by VectorDeployment.
 	reconciles *reconcileCounter
+	// queue, when set, observes the controller's work queue (see settle).
+	queue *testenv.Queue
 }
 
 // reconcileCounter counts reconciles by VectorDeployment.
@@ -121,7 +123,11 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 		r.reconciled = o.reconciles.add
 	}
 	// Several managers live in one test binary, so the controller name repeats.
-	if err := r.setupWithManager(mgr, operating.Options{Concurrent: 2, SkipNameValidation: true}.ControllerOptions()); err != nil {
+	opts := operating.Options{Concurrent: 2, SkipNameValidation: true}.ControllerOptions()
+	if o.queue != nil {
+		opts.NewQueue = o.queue.New
+	}
+	if err := r.setupWithManager(mgr, opts); err != nil {
 		t.Fatal(err)
 	}
 	return testenv.RunManager(t, mgr)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
@@ -26,14 +27,15 @@ func TestSteadyStateResyncWritesNothing(t *testing.T) {
 	vector := pushVector(t, reg, "acme.org/vectors/shop", app, private)
 	var requests testenv.RequestRecorder
 	var reconciles reconcileCounter
-	startManager(t, managerOptions{requests: &requests, reconciles: &reconciles})
+	var queue testenv.Queue
+	startManager(t, managerOptions{requests: &requests, reconciles: &reconciles, queue: &queue})
 	vd := createVectorDeployment(t, ns, "shop", vector)
 	waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, "Succeeded")
 	for _, ad := range listADs(t, ns) {
 		markReady(t, ad)
 	}
 	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, "Succeeded")
-	settle(t, &requests)
+	settle(t, &requests, &queue, vd)
 	vd = getVD(t, vd)
 	registryBefore, reconciled := reg.Requests(), reconciles.of(vd)
 	ad := listADs(t, ns)[vd.Status.ResultingArtifactDeployments[app.Name].Name]
@@ -61,14 +63,21 @@ func TestSteadyStateResyncWritesNothing(t *testing.T) {
 	}
 }
 
-// settle waits until the reconciles queued by earlier writes have run: a second without a write.
-func settle(t *testing.T, requests *testenv.RequestRecorder) {
+// settle waits until the reconciler has processed every request it was given for vd (nothing queued, in progress
+// or scheduled) and drops the requests recorded until then.
+func settle(t *testing.T, requests *testenv.RequestRecorder, queue *testenv.Queue, vd *konfidencev1.VectorDeployment) {
+	t.Helper()
+	waitIdle(t, queue, vd)
+	requests.Take()
+}
+
+// waitIdle waits until the reconciler has nothing queued, in progress or scheduled for vd: from then on it does
+// nothing more for vd until something changes.
+func waitIdle(t *testing.T, queue *testenv.Queue, vd *konfidencev1.VectorDeployment) {
 	t.Helper()
 	testenv.Eventually(t, 30*time.Second, func() error {
-		requests.Take()
-		time.Sleep(time.Second)
-		if n := testenv.Writes(requests.Take()); n > 0 {
-			return fmt.Errorf("still settling: %d writes in the last second", n)
+		if !queue.Idle(client.ObjectKeyFromObject(vd)) {
+			return fmt.Errorf("%s is still queued, being reconciled or due to be", vd.Name)
 		}
 		return nil
 	})

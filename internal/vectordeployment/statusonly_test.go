@@ -25,7 +25,8 @@ func TestArtifactStatusChangeIsStatusOnly(t *testing.T) {
 	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
 	vector := pushVector(t, private, "acme.org/vectors/shop", app)
 	var requests testenv.RequestRecorder
-	startManager(t, managerOptions{requests: &requests, resolver: ocm.NewClient(ocm.Options{RootCAs: private.CertPool()})})
+	var queue testenv.Queue
+	startManager(t, managerOptions{requests: &requests, queue: &queue, resolver: ocm.NewClient(ocm.Options{RootCAs: private.CertPool()})})
 	ns := newNamespace(t)
 	if err := env.Client.Create(context.Background(), pullSecret(ns, "pull", private)); err != nil {
 		t.Fatal(err)
@@ -33,7 +34,7 @@ func TestArtifactStatusChangeIsStatusOnly(t *testing.T) {
 	vd := createVectorDeployment(t, ns, "shop", vector)
 	vd = patchVD(t, vd, withSecretRef("pull"))
 	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionFalse, meta.ProgressingReason)
-	settle(t, &requests)
+	settle(t, &requests, &queue, vd)
 
 	registryBefore := private.Requests()
 	markReady(t, listADs(t, ns)[vd.Status.ResultingArtifactDeployments[app.Name].Name])

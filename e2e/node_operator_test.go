@@ -112,7 +112,9 @@ func TestNodeOperatorAsADeployment(t *testing.T) {
 	updateOperator(t, operator, func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = ref + "-next" })
 	rolled := leaderPod(t, "a pod of "+ref+"-next", func(p *corev1.Pod) bool { return p.Spec.Containers[0].Image == ref+"-next" })
 	t.Logf("rolled out to %s-next: both pods Available and %s leads %s after the patch", ref, rolled.Name, time.Since(begin).Round(100*time.Millisecond))
-	// The new leader reconciles every object when it starts; a window of observation then shows it wrote nothing.
+	// The new leader reconciles every object when it starts. The requirement is a window: nothing written for a
+	// while after the rollout. The operator runs in a pod, so the test has no hook into its queue; 15s covers the
+	// start-up reconcile of every object and the delay before a changed ArtifactDeployment is reported.
 	const window = 15 * time.Second
 	time.Sleep(window)
 	after := written(t, vdNS)

@@ -79,13 +79,11 @@ func TestDeleteWaitsForTheWorkloads(t *testing.T) {
 	if err := env.Client.Delete(ctx, vds["b"], client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		t.Fatal(err)
 	}
-	// With the operator down, nothing is torn down and the VectorDeployment waits; the garbage collector runs.
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vds["b"]), &konfidencev1.VectorDeployment{}); err != nil {
-			t.Fatalf("VectorDeployment b went while the operator was down: %v", err)
-		}
-		time.Sleep(500 * time.Millisecond)
+	// With the operator down, nothing is torn down and the VectorDeployment waits, though the garbage collector
+	// has acted on the deletions made until then.
+	waitGarbageCollected(t, ns)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vds["b"]), &konfidencev1.VectorDeployment{}); err != nil {
+		t.Fatalf("VectorDeployment b went while the operator was down: %v", err)
 	}
 	if got := releases(t, ns); len(got[releaseB]) != 1 || len(got[sharedName]) != 1 {
 		t.Fatalf("releases changed while the operator was down: %v", got)
@@ -97,6 +95,34 @@ func TestDeleteWaitsForTheWorkloads(t *testing.T) {
 	if got := releases(t, ns); len(got) != 0 {
 		t.Errorf("Helm releases left: %v", got)
 	}
+}
+
+// waitGarbageCollected waits until kube-controller-manager's garbage collector has acted on a deletion made now:
+// a ConfigMap that owns another is deleted, and the owned one goes. The collector then had its chance at the
+// deletions made before.
+func waitGarbageCollected(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "gc-owner-"}}
+	if err := env.Client.Create(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	owned := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "gc-owned-", OwnerReferences: []metav1.OwnerReference{
+		{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID},
+	}}}
+	if err := env.Client.Create(ctx, owned); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, owner, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 2*time.Minute, func() error {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(owned), &corev1.ConfigMap{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("%s, owned by a deleted ConfigMap, is still there: %v", owned.Name, err)
+	})
 }
 
 // configBundle pushes the ConfigMap bundle and returns a Kustomize artifact of it that is not reusable: each

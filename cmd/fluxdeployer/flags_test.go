@@ -11,6 +11,7 @@ import (
 	"time"
 
 	fluxclient "github.com/fluxcd/pkg/runtime/client"
+	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -133,11 +134,12 @@ func TestWatchFlagsNarrowTheVectorDeployments(t *testing.T) {
 	testenv.RunManager(t, mgr)
 
 	shard := map[string]string{"shard": "a"}
-	watched := vectorDeployment(t, env.Client, runtimeNS, "watched", shard)
+	// The ignored ones first: once the watched one is in the manager's cache, the cache's watch has gone past them.
 	ignored := []*konfidencev1.VectorDeployment{
 		vectorDeployment(t, env.Client, runtimeNS, "unlabelled", nil),
 		vectorDeployment(t, env.Client, otherNS, "elsewhere", shard),
 	}
+	watched := vectorDeployment(t, env.Client, runtimeNS, "watched", shard)
 	// The vector is no reference at all, so a reconcile shows at once as a Stalled status.
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(watched), watched); err != nil {
@@ -148,7 +150,18 @@ func TestWatchFlagsNarrowTheVectorDeployments(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(2 * time.Second) // a reconciler that watched them would have been as quick
+	// The reconciler is triggered by the cache's events alone: what the cache did not keep, it never reconciles.
+	cached := &konfidencev1.VectorDeploymentList{}
+	if err := mgr.GetCache().List(ctx, cached); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, vd := range cached.Items {
+		got = append(got, vd.Namespace+"/"+vd.Name)
+	}
+	if diff := cmp.Diff([]string{runtimeNS + "/watched"}, got); diff != "" {
+		t.Errorf("VectorDeployments the reconciler sees (-want +got):\n%s", diff)
+	}
 	for _, vd := range ignored {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vd), vd); err != nil {
 			t.Fatal(err)

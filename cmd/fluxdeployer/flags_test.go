@@ -30,9 +30,20 @@ import (
 // TestFlagsHaveFluxDefaults: the flags Flux's controllers share mean the same here when left alone.
 func TestFlagsHaveFluxDefaults(t *testing.T) {
 	o := parseRunOptions(t)
-	if o.shared.Concurrent != 4 || o.shared.EventsAddr != "" || o.shared.RequeueDependency != 30*time.Second ||
-		!o.watch.AllNamespaces || o.watch.LabelSelector != "" || o.kubeAPI.QPS != 50 || o.kubeAPI.Burst != 300 {
-		t.Errorf("defaults: %+v, watch %+v, kube API %+v", o.shared, o.watch, o.kubeAPI)
+	type defaults struct {
+		Concurrent         int
+		EventsAddr         string
+		RequeueDependency  time.Duration
+		WatchAllNamespaces bool
+		WatchLabelSelector string
+		QPS                float32
+		Burst              int
+	}
+	want := defaults{Concurrent: 4, RequeueDependency: 30 * time.Second, WatchAllNamespaces: true, QPS: 50, Burst: 300}
+	got := defaults{o.shared.Concurrent, o.shared.EventsAddr, o.shared.RequeueDependency, o.watch.AllNamespaces,
+		o.watch.LabelSelector, o.kubeAPI.QPS, o.kubeAPI.Burst}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
 }
 
@@ -90,8 +101,13 @@ current-context: c
 	}
 	t.Setenv("KUBECONFIG", kubeconfig)
 	o := parseRunOptions(t, "--kube-api-qps=12.5", "--kube-api-burst=34")
-	if cfg := fluxclient.GetConfigOrDie(o.kubeAPI); cfg.QPS != 12.5 || cfg.Burst != 34 {
-		t.Errorf("rest config QPS %v, burst %d; want 12.5 and 34", cfg.QPS, cfg.Burst)
+	type limits struct {
+		QPS   float32
+		Burst int
+	}
+	cfg := fluxclient.GetConfigOrDie(o.kubeAPI)
+	if diff := cmp.Diff(limits{12.5, 34}, limits{cfg.QPS, cfg.Burst}); diff != "" {
+		t.Errorf("rest config (-want +got):\n%s", diff)
 	}
 }
 

@@ -139,28 +139,13 @@ current-context: remote
 		}
 	}
 	// What source-controller and kustomize-controller report once the bundle is applied.
-	key := client.ObjectKeyFromObject(ad)
-	repo, kustomization := &sourcev1.OCIRepository{}, &kustomizev1.Kustomization{}
-	testenv.Eventually(t, time.Minute, func() error {
-		if err := c.Get(ctx, key, repo); err != nil {
-			return err
-		}
-		return c.Get(ctx, key, kustomization)
-	})
-	ready := func(generation int64, reason string) []metav1.Condition {
-		return []metav1.Condition{{Type: meta.ReadyCondition, Status: metav1.ConditionTrue, Reason: reason, Message: "done",
-			ObservedGeneration: generation, LastTransitionTime: metav1.Now()}}
+	key := metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name}
+	succeeded := func(condType, reason, message string) metav1.Condition {
+		return metav1.Condition{Type: condType, Status: metav1.ConditionTrue, Reason: reason, Message: message}
 	}
-	repo.Status.Conditions, repo.Status.ObservedGeneration = ready(repo.Generation, meta.SucceededReason), repo.Generation
-	kustomization.Status.Conditions = append(ready(kustomization.Generation, meta.ReconciliationSucceededReason), metav1.Condition{
-		Type: meta.HealthyCondition, Status: metav1.ConditionTrue, Reason: meta.SucceededReason, Message: "healthy",
-		ObservedGeneration: kustomization.Generation, LastTransitionTime: metav1.Now()})
-	kustomization.Status.ObservedGeneration = kustomization.Generation
-	for _, obj := range []client.Object{repo, kustomization} {
-		if err := c.Status().Update(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testenv.SetFluxStatus(t, c, &sourcev1.OCIRepository{ObjectMeta: key}, succeeded(meta.ReadyCondition, meta.SucceededReason, "done"))
+	testenv.SetFluxStatus(t, c, &kustomizev1.Kustomization{ObjectMeta: key},
+		succeeded(meta.ReadyCondition, meta.ReconciliationSucceededReason, "done"), succeeded(meta.HealthyCondition, meta.SucceededReason, "healthy"))
 }
 
 func TestManagerRejectsUnknownControllers(t *testing.T) {

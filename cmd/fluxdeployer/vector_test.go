@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
@@ -86,12 +88,22 @@ func TestVectorInspectJSON(t *testing.T) {
 			front, back := got.Artifacts[0], got.Artifacts[1]
 			wantFront, hashFront, _ := naming.ArtifactDeploymentName("acme.org/artifacts/frontend", "1.2.3", "", 0)
 			wantBack, hashBack, _ := naming.ArtifactDeploymentName("acme.org/artifacts/backend", "2.0.0+build.5", "vd-uid-1", 0)
-			if front.Component != "acme.org/artifacts/frontend" || front.Type != "cloud.konfidence.flux.helm" || !front.AllowReuse ||
-				front.Name != wantFront || front.Hash != hashFront {
-				t.Errorf("frontend = %+v, want name %s", front, wantFront)
+			// The tasks and resources are compared below; the backend's tasks only for being [], not null.
+			type artifact struct {
+				Component, Version, Type string
+				AllowReuse               bool
+				Name, Hash               string
 			}
-			if back.Version != "2.0.0+build.5" || back.AllowReuse || back.Name != wantBack || back.Hash != hashBack || back.Tasks == nil {
-				t.Errorf("backend = %+v, want name %s (with the uid) and tasks []", back, wantBack)
+			if diff := cmp.Diff(artifact{"acme.org/artifacts/frontend", "1.2.3", "cloud.konfidence.flux.helm", true, wantFront, hashFront},
+				artifact{front.Component, front.Version, front.Type, front.AllowReuse, front.Name, front.Hash}); diff != "" {
+				t.Errorf("frontend (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(artifact{"acme.org/artifacts/backend", "2.0.0+build.5", "cloud.konfidence.flux.kustomize", false, wantBack, hashBack},
+				artifact{back.Component, back.Version, back.Type, back.AllowReuse, back.Name, back.Hash}); diff != "" {
+				t.Errorf("backend, named with the uid (-want +got):\n%s", diff)
+			}
+			if back.Tasks == nil {
+				t.Errorf("backend tasks are null, want []")
 			}
 			var spec bytes.Buffer
 			if len(front.Tasks) != 1 || front.Tasks[0].Name != "seed-data" || json.Compact(&spec, front.Tasks[0].Spec) != nil || spec.String() != `{"image":"seed:1.0"}` {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/opencontainers/go-digest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,11 +95,20 @@ func TestResolveVectorRoundTrip(t *testing.T) {
 				if err := json.Unmarshal(want.Resources[0].Blob, &m); err != nil {
 					t.Fatal(err)
 				}
-				if a.Component != want.Name || a.Version != want.Version || a.Type != m.Type || a.AllowReuse != m.AllowReuse {
-					t.Errorf("artifact %d = %+v, want %s:%s %+v", i, a, want.Name, want.Version, m)
+				type artifact struct {
+					Component, Version, Type string
+					AllowReuse               bool
 				}
-				if len(a.Resources) != 1 || a.Resources[0].Name != "chart" || a.Resources[0].Type != "helmChart" || string(a.Resources[0].Access) != wantAccess {
-					t.Errorf("artifact %d resources = %+v, want the chart with access %s", i, a.Resources, wantAccess)
+				if diff := cmp.Diff(artifact{want.Name, want.Version, m.Type, m.AllowReuse}, artifact{a.Component, a.Version, a.Type, a.AllowReuse}); diff != "" {
+					t.Errorf("artifact %d (-want +got):\n%s", i, diff)
+				}
+				type resource struct{ Name, Type, Access string }
+				var resources []resource
+				for _, r := range a.Resources {
+					resources = append(resources, resource{r.Name, r.Type, string(r.Access)})
+				}
+				if diff := cmp.Diff([]resource{{"chart", "helmChart", wantAccess}}, resources); diff != "" {
+					t.Errorf("artifact %d resources (-want +got):\n%s", i, diff)
 				}
 			}
 			tasks := v.Artifacts[0].Artifact.Tasks
@@ -418,14 +428,13 @@ func TestCredentialsFromSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := creds["index.docker.io"]; c.Username != "user" || c.Password != "pass" {
-		t.Errorf("index.docker.io = %+v", c)
+	want := ocm.Credentials{
+		"index.docker.io": {Username: "user", Password: "pass"},
+		"ghcr.io":         {Username: "u", Password: "p"},
+		"localhost:5000":  {RefreshToken: "tok"},
 	}
-	if c := creds["ghcr.io"]; c.Username != "u" || c.Password != "p" {
-		t.Errorf("ghcr.io = %+v", c)
-	}
-	if c := creds["localhost:5000"]; c.RefreshToken != "tok" {
-		t.Errorf("localhost:5000 = %+v", c)
+	if diff := cmp.Diff(want, creds); diff != "" {
+		t.Errorf("credentials (-want +got):\n%s", diff)
 	}
 	for _, bad := range []string{`{"auths":{"h":{"auth":"not base64 s3cr3t"}}}`, `{"auths": s3cr3t`} {
 		_, err := ocm.CredentialsFromSecrets(secret(bad))

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -81,8 +82,16 @@ func TestConfigDefaultIsAcceptedByTheAPIServer(t *testing.T) {
 		t.Errorf("Service %s/%s selects %v; the manager's pods in %s are labelled %v", service.Namespace, service.Name,
 			service.Spec.Selector, deployment.Namespace, deployment.Spec.Template.Labels)
 	}
-	if len(service.Spec.Ports) != 1 || service.Spec.Ports[0].Name != "http-metrics" || service.Spec.Ports[0].Port != 8080 {
-		t.Fatalf("Service ports %+v; want http-metrics 8080", service.Spec.Ports)
+	type port struct {
+		Name string
+		Port int32
+	}
+	var ports []port
+	for _, p := range service.Spec.Ports {
+		ports = append(ports, port{p.Name, p.Port})
+	}
+	if diff := cmp.Diff([]port{{"http-metrics", 8080}}, ports); diff != "" {
+		t.Fatalf("Service ports (-want +got):\n%s", diff)
 	}
 	manager := pod.Containers[0]
 	target := service.Spec.Ports[0].TargetPort.String()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -174,8 +175,21 @@ func TestStatusIsASubresource(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vd), got); err != nil {
 		t.Fatal(err)
 	}
-	if !meta.IsStatusConditionTrue(got.Status.Conditions, konfidencev1.ReadyCondition) || got.Labels["through"] != "" || got.Generation != generation {
-		t.Errorf("status update: conditions %v, labels %v, generation %d (was %d)", got.Status.Conditions, got.Labels, got.Generation, generation)
+	// What each write may change: the main endpoint's label and generation, the status subresource's Ready and
+	// observed generation.
+	type written struct {
+		Label              string
+		Generation         int64
+		Ready              bool
+		Conditions         int
+		ObservedGeneration int64
+	}
+	writtenOf := func(vd *konfidencev1.VectorDeployment) written {
+		return written{vd.Labels["through"], vd.Generation, meta.IsStatusConditionTrue(vd.Status.Conditions, konfidencev1.ReadyCondition),
+			len(vd.Status.Conditions), vd.Status.ObservedGeneration}
+	}
+	if diff := cmp.Diff(written{"", generation, true, 1, generation}, writtenOf(got)); diff != "" {
+		t.Errorf("status update (-want +got):\n%s", diff)
 	}
 
 	// A main-endpoint write: lands in metadata, ignores status.
@@ -189,8 +203,8 @@ func TestStatusIsASubresource(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vd), after); err != nil {
 		t.Fatal(err)
 	}
-	if after.Labels["through"] != "main" || after.Status.ObservedGeneration != generation || len(after.Status.Conditions) != 1 {
-		t.Errorf("main update: labels %v, status %+v", after.Labels, after.Status)
+	if diff := cmp.Diff(written{"main", generation, true, 1, generation}, writtenOf(after)); diff != "" {
+		t.Errorf("main update (-want +got):\n%s", diff)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -54,8 +55,10 @@ func TestBadVectors(t *testing.T) {
 			if conditions.IsReady(vd) || conditions.GetReason(vd, konfidencev1.ReadyCondition) != string(tc.reason) {
 				t.Errorf("Ready = %+v", conditions.Get(vd, konfidencev1.ReadyCondition))
 			}
-			if conditions.IsStalled(vd) != tc.permanent || conditions.IsReconciling(vd) == tc.permanent {
-				t.Errorf("permanent=%v but Stalled=%v Reconciling=%v", tc.permanent, conditions.IsStalled(vd), conditions.IsReconciling(vd))
+			// A permanent failure stalls; any other is retried, so the VectorDeployment is still reconciling.
+			type state struct{ Stalled, Reconciling bool }
+			if diff := cmp.Diff(state{tc.permanent, !tc.permanent}, state{conditions.IsStalled(vd), conditions.IsReconciling(vd)}); diff != "" {
+				t.Errorf("permanent=%v (-want +got):\n%s", tc.permanent, diff)
 			}
 			waitForEvent(t, ns, vd.Name, string(tc.reason))
 			if ads := listADs(t, ns); len(ads) != 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -56,24 +57,49 @@ func TestVectorWithThreeArtifacts(t *testing.T) {
 			t.Fatalf("no ArtifactDeployment %s (have %v)", name, keys(ads))
 		}
 		reusable := w.uid == ""
-		a := ad.Annotations
-		if a[konfidencev1.ArtifactComponentAnnotation] != w.cv.Name || a[konfidencev1.ArtifactVersionAnnotation] != w.cv.Version ||
-			a[konfidencev1.ArtifactHashAnnotation] != name[len(name)-naming.HashLength:] || a[konfidencev1.AllowReuseAnnotation] != fmt.Sprint(reusable) ||
-			a[konfidencev1.VectorDeploymentUIDAnnotation] != w.uid {
-			t.Errorf("%s: annotations %v", name, a)
+		wantAnnotations := map[string]string{
+			konfidencev1.ArtifactComponentAnnotation:   w.cv.Name,
+			konfidencev1.ArtifactVersionAnnotation:     w.cv.Version,
+			konfidencev1.ArtifactHashAnnotation:        name[len(name)-naming.HashLength:],
+			konfidencev1.AllowReuseAnnotation:          fmt.Sprint(reusable),
+			konfidencev1.VectorDeploymentUIDAnnotation: w.uid,
+		}
+		gotAnnotations := map[string]string{}
+		for key := range wantAnnotations {
+			gotAnnotations[key] = ad.Annotations[key]
+		}
+		if diff := cmp.Diff(wantAnnotations, gotAnnotations); diff != "" {
+			t.Errorf("%s: annotations (-want +got):\n%s", name, diff)
 		}
 		if got := ad.Labels[konfidencev1.ArtifactIdentityLabel]; got != mustName(t, w.cv.Name, w.cv.Version, w.uid, 0, naming.HashLength)[len(name)-naming.HashLength:] {
 			t.Errorf("%s: identity label %q", name, got)
 		}
-		if len(ad.OwnerReferences) != 1 || ad.OwnerReferences[0].UID != vd.UID || ptr.Deref(ad.OwnerReferences[0].Controller, false) == reusable {
-			t.Errorf("%s: owner references %+v (reusable %v)", name, ad.OwnerReferences, reusable)
+		// A reusable ArtifactDeployment may be shared, so its owner is no controller.
+		type owner struct {
+			UID        types.UID
+			Controller bool
 		}
-		if ad.Spec.Component.Name != w.cv.Name || ad.Spec.Component.Version != w.cv.Version || ad.Spec.Manifest.AllowReuse != reusable ||
-			len(ad.Spec.Component.Resources) != 1 || ad.Spec.Component.Resources[0].Type != "helmChart" {
-			t.Errorf("%s: spec %+v", name, ad.Spec)
+		var owners []owner
+		for _, ref := range ad.OwnerReferences {
+			owners = append(owners, owner{ref.UID, ptr.Deref(ref.Controller, false)})
 		}
-		if got := vd.Status.ResultingArtifactDeployments[w.cv.Name]; got.Name != name || got.CollisionCount != nil {
-			t.Errorf("status.resultingArtifactDeployments[%s] = %+v, want %s", w.cv.Name, got, name)
+		if diff := cmp.Diff([]owner{{vd.UID, !reusable}}, owners); diff != "" {
+			t.Errorf("%s: owner references (-want +got):\n%s", name, diff)
+		}
+		type spec struct {
+			Component, Version string
+			AllowReuse         bool
+			ResourceTypes      []string
+		}
+		gotSpec := spec{ad.Spec.Component.Name, ad.Spec.Component.Version, ad.Spec.Manifest.AllowReuse, nil}
+		for _, r := range ad.Spec.Component.Resources {
+			gotSpec.ResourceTypes = append(gotSpec.ResourceTypes, r.Type)
+		}
+		if diff := cmp.Diff(spec{w.cv.Name, w.cv.Version, reusable, []string{"helmChart"}}, gotSpec); diff != "" {
+			t.Errorf("%s: spec (-want +got):\n%s", name, diff)
+		}
+		if diff := cmp.Diff(konfidencev1.ResultingArtifactDeployment{Name: name}, vd.Status.ResultingArtifactDeployments[w.cv.Name]); diff != "" {
+			t.Errorf("status.resultingArtifactDeployments[%s] (-want +got):\n%s", w.cv.Name, diff)
 		}
 	}
 	if conditions.IsReady(vd) || !conditions.IsReconciling(vd) {

@@ -128,8 +128,12 @@ func TestReconcileRequestRereadsAndRetriesStalled(t *testing.T) {
 	reg.Push(t, "", app) // the same version, fixed: nothing tells the operator
 	vd = patchVD(t, vd, requestReconcile("retry"))
 	vd = waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, meta.SucceededReason)
-	if conditions.IsStalled(vd) || vd.Status.LastHandledReconcileAt != "retry" {
-		t.Errorf("after the request: Stalled %v, lastHandledReconcileAt %q", conditions.IsStalled(vd), vd.Status.LastHandledReconcileAt)
+	type retried struct {
+		Stalled                bool
+		LastHandledReconcileAt string
+	}
+	if diff := cmp.Diff(retried{false, "retry"}, retried{conditions.IsStalled(vd), vd.Status.LastHandledReconcileAt}); diff != "" {
+		t.Errorf("after the request (-want +got):\n%s", diff)
 	}
 	markReady(t, listADs(t, ns)[vd.Status.ResultingArtifactDeployments[app.Name].Name])
 	waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, meta.SucceededReason)

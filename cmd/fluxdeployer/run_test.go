@@ -37,20 +37,17 @@ func TestManagerServesProbes(t *testing.T) {
 	testenv.RunManager(t, mgr)
 	for _, probe := range []string{"healthz", "readyz"} {
 		url := fmt.Sprintf("http://%s/%s", o.healthAddr, probe)
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testenv.Eventually(t, 30*time.Second, func() error {
 			resp, err := http.Get(url)
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
+			if err != nil {
+				return err
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never answered 200 (last: %v)", url, err)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s answered %s", url, resp.Status)
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }
 

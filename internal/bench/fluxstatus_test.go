@@ -103,7 +103,6 @@ func installRelease(ctx context.Context, c client.Client, hr *helmv2.HelmRelease
 		hr.Status.LastAttemptedReleaseActionDuration = &metav1.Duration{Duration: 3 * time.Second}
 		hr.Status.LastAttemptedRevision = tmpl.Version
 		hr.Status.LastAttemptedConfigDigest = config
-		hr.Status.LastReleaseRevision = 1
 	}, cond(meta.ReadyCondition, helmv2.InstallSucceededReason, succeeded),
 		cond(helmv2.ReleasedCondition, helmv2.InstallSucceededReason, succeeded))
 }

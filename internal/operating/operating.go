@@ -145,8 +145,8 @@ func Event(r record.EventRecorder, obj client.Object, revision, eventtype, reaso
 // CacheOptions are the options of the manager's cache: VectorDeployments matching vdSelector (nil: all), and
 // only namespace when it is not empty. Every object is cached without its managed fields, which no reconciler
 // reads: they are the largest part of a server-side applied object's metadata, and the cache holds every
-// ArtifactDeployment and two Flux objects for each (10,000 ArtifactDeployments must fit in 150 MiB); its
-// repeated strings are shared (ShareRepeatedStrings). trims run on every object after that, for what a reconciler
+// ArtifactDeployment and its Flux objects (10,000 ArtifactDeployments must fit in 150 MiB); their repeated
+// strings are shared (ShareRepeatedStrings). trims run on every object after that, for what a reconciler
 // knows it does not read of its kinds.
 func CacheOptions(vdSelector labels.Selector, namespace string, trims ...toolscache.TransformFunc) cache.Options {
 	strip := cache.TransformStripManagedFields()
@@ -190,6 +190,7 @@ func ShareRepeatedStrings(obj any) (any, error) {
 	for i := range refs {
 		refs[i].APIVersion, refs[i].Kind = share(refs[i].APIVersion), share(refs[i].Kind)
 	}
+	o.SetOwnerReferences(refs)
 	if s, ok := obj.(conditions.Setter); ok && len(s.GetConditions()) > 0 {
 		conds := slices.Clone(s.GetConditions())
 		for i := range conds {

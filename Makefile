@@ -108,7 +108,7 @@ bench-e2e: ## Convergence: the API server's floor, then the operator, at 100x10,
 	$(BENCH_SCALE) -bench 'BenchmarkConverge/(100x10|300x10|1x500)$$'
 
 .PHONY: bench-memory
-bench-memory: ## Memory: the operator binary's peak RSS and heap with 1,000, 3,000 and 10,000 ArtifactDeployments (two Flux objects each).
+bench-memory: ## Memory: the operator binary's peak RSS and heap with 1,000, 3,000 and 10,000 ArtifactDeployments (three Flux objects each, with Flux's status).
 	$(BENCH_SCALE) -bench 'BenchmarkMemory/(100|300|1000)x10$$'
 
 .PHONY: collisions

@@ -84,9 +84,10 @@ func TestAlertsAndMetrics(t *testing.T) {
 			return fmt.Errorf("gotk_reconcile_condition%v is not 1", vdReady)
 		})
 		vdObject := map[string]string{"kind": "VectorDeployment", "name": vd.Name, "namespace": ns}
-		adObject := map[string]string{"kind": "ArtifactDeployment", "name": adName, "namespace": ns}
+		// ArtifactDeployments' durations go into one histogram per namespace, without a name.
+		adNamespace := map[string]string{"kind": "ArtifactDeployment", "name": "", "namespace": ns}
 		expectSample(t, families, "gotk_reconcile_duration_seconds", vdObject, nil)
-		expectSample(t, families, "gotk_reconcile_duration_seconds", adObject, nil)
+		expectSample(t, families, "gotk_reconcile_duration_seconds", adNamespace, nil)
 		expectSample(t, families, "gotk_suspend_status", vdObject, ptr.To(0.0))
 		// One series per status of each condition, 1 for the one that holds; an absent condition is Unknown.
 		for _, c := range []struct {
@@ -102,6 +103,11 @@ func TestAlertsAndMetrics(t *testing.T) {
 				if matches(m, map[string]string{"kind": "ArtifactDeployment"}) {
 					t.Errorf("%s has a series of an ArtifactDeployment: %v", name, m.GetLabel())
 				}
+			}
+		}
+		for _, m := range families["gotk_reconcile_duration_seconds"].GetMetric() {
+			if matches(m, map[string]string{"kind": "ArtifactDeployment", "name": adName}) {
+				t.Errorf("gotk_reconcile_duration_seconds has a series of an ArtifactDeployment: %v", m.GetLabel())
 			}
 		}
 		vdLabels := map[string]string{"namespace": ns, "name": vd.Name}

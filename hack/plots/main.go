@@ -4,7 +4,8 @@
 //     server's floor (a tight client loop), from `go test -bench` lines reporting the metrics artifacts,
 //     operator-s and floor-s (data/bench-converge.txt);
 //   - rss.png: peak RSS against the number of ArtifactDeployments, from lines reporting rss-MiB and
-//     artifacts (ArtifactDeployments; also artifactdeployments or ads) (data/bench-memory.txt);
+//     artifacts (ArtifactDeployments; also artifactdeployments or ads), and the anonymous memory at the end
+//     from those that report rss-anon-MiB too (data/bench-memory.txt);
 //   - collisions.png: names until the first collision, observed with the real hash cut short against the birthday
 //     formula, from hack/collisions -csv (data/collisions.csv).
 //
@@ -171,10 +172,15 @@ func drawRSS(input, output string) error {
 	}
 	p := plot.New()
 	p.Title.Text = "Peak RSS of the operator"
-	p.X.Label.Text = "ArtifactDeployments (each with 2 Flux objects) in the cache"
+	p.X.Label.Text = "ArtifactDeployments (each with 3 Flux objects) in the cache"
 	p.Y.Label.Text = "MiB"
 	if err := addLinePoints(p, xys, "peak RSS", 0); err != nil {
 		return err
+	}
+	if anon := series(lines, []string{"artifactdeployments", "ArtifactDeployments", "ads", "artifacts"}, "rss-anon-MiB"); len(anon) > 0 {
+		if err := addLinePoints(p, anon, "anonymous memory (RssAnon, without the mapped binary)", 1); err != nil {
+			return err
+		}
 	}
 	limit := plotter.NewFunction(func(float64) float64 { return 150 })
 	limit.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}

@@ -134,7 +134,7 @@ func namespace(t testing.TB, env *testenv.Env, prefix string) string {
 // controller runs here to empty a deleted namespace.
 func deleteAll(t testing.TB, env *testenv.Env, namespace string) {
 	t.Helper()
-	for _, obj := range []client.Object{&konfidencev1.VectorDeployment{}, &konfidencev1.ArtifactDeployment{}, &sourcev1.HelmRepository{}, &helmv2.HelmRelease{}} {
+	for _, obj := range []client.Object{&konfidencev1.VectorDeployment{}, &konfidencev1.ArtifactDeployment{}, &sourcev1.HelmRepository{}, &helmv2.HelmRelease{}, &sourcev1.HelmChart{}} {
 		if err := env.Client.DeleteAllOf(context.Background(), obj, client.InNamespace(namespace)); err != nil {
 			t.Fatal(err)
 		}

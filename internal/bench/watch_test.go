@@ -50,8 +50,8 @@ func watch(t testing.TB, env *testenv.Env, namespace string) *watcher {
 
 // state is what the watcher sees of a landscape.
 type state struct {
-	artifactDeployments, reported, helmRepositories, helmReleases int
-	vectorDeployments, vectorsReported                            int
+	artifactDeployments, reported, ready, helmRepositories, helmReleases int
+	vectorDeployments, vectorsReported                                   int
 }
 
 func (w *watcher) state(ctx context.Context, artifactsPerVector int) (state, error) {
@@ -64,6 +64,9 @@ func (w *watcher) state(ctx context.Context, artifactsPerVector int) (state, err
 	for i := range ads.Items {
 		if ad := &ads.Items[i]; ad.Status.ObservedGeneration == ad.Generation && conditions.Has(ad, konfidencev1.ReadyCondition) {
 			s.reported++
+		}
+		if conditions.IsTrue(&ads.Items[i], konfidencev1.ReadyCondition) {
+			s.ready++
 		}
 	}
 	repos := &sourcev1.HelmRepositoryList{}

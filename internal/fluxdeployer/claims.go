@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"strings"
 
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/operating"
 	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
@@ -40,9 +42,10 @@ func nameHash(name string) string {
 	return name[strings.LastIndexByte(name, '-')+1:]
 }
 
-// indexWorkloadNames registers workloadNameIndex with the cache the claims are read from.
-func indexWorkloadNames(ctx context.Context, indexer client.FieldIndexer) error {
-	return indexer.IndexField(ctx, &konfidencev1.ArtifactDeployment{}, workloadNameIndex, func(obj client.Object) []string {
+// indexWorkloadNames registers workloadNameIndex with the cache the claims are read from, for lookups across
+// namespaces (a target namespace gathers the workloads of many).
+func indexWorkloadNames(ctx context.Context, informers cache.Informers) error {
+	return operating.IndexField(ctx, informers, &konfidencev1.ArtifactDeployment{}, workloadNameIndex, true, func(obj client.Object) []string {
 		if name, ok := workloadName(obj.(*konfidencev1.ArtifactDeployment)); ok {
 			return []string{name}
 		}

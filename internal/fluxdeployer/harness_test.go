@@ -109,6 +109,7 @@ func (h *harness) startDeployer(t *testing.T, cfg *rest.Config, configName strin
 	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 h.env.Scheme,
+		Cache:                  operating.CacheOptions(nil, "", TrimFluxStatus),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},

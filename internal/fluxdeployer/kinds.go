@@ -36,8 +36,9 @@ type fluxKind struct {
 	new func() fluxObject
 	// observedGeneration is the generation the object's status was written for.
 	observedGeneration func(fluxObject) int64
-	// trimStatus keeps, of the object's status, what the deployer reads (see TrimFluxStatus).
-	trimStatus func(fluxObject)
+	// trim keeps, of the object, what the deployer reads (see TrimFluxStatus): of its status the conditions and
+	// observedGeneration; of a kind it does not own, nothing of the spec or annotations either.
+	trim func(fluxObject)
 	// owned kinds are the deployer's: it applies them, passes suspend and reconcile requests on to them and
 	// deletes them in a teardown. The others are created by a Flux controller and only read.
 	owned bool
@@ -63,7 +64,7 @@ var fluxKindTable = []*fluxKind{
 		observedGeneration: func(o fluxObject) int64 {
 			return o.(*helmv2.HelmRelease).Status.ObservedGeneration
 		},
-		trimStatus: func(o fluxObject) {
+		trim: func(o fluxObject) {
 			s := &o.(*helmv2.HelmRelease).Status
 			*s = helmv2.HelmReleaseStatus{ObservedGeneration: s.ObservedGeneration, Conditions: s.Conditions}
 		},
@@ -83,7 +84,7 @@ var fluxKindTable = []*fluxKind{
 		observedGeneration: func(o fluxObject) int64 {
 			return o.(*kustomizev1.Kustomization).Status.ObservedGeneration
 		},
-		trimStatus: func(o fluxObject) {
+		trim: func(o fluxObject) {
 			s := &o.(*kustomizev1.Kustomization).Status
 			*s = kustomizev1.KustomizationStatus{ObservedGeneration: s.ObservedGeneration, Conditions: s.Conditions}
 		},
@@ -103,7 +104,7 @@ var fluxKindTable = []*fluxKind{
 		observedGeneration: func(o fluxObject) int64 {
 			return o.(*sourcev1.HelmRepository).Status.ObservedGeneration
 		},
-		trimStatus: func(o fluxObject) {
+		trim: func(o fluxObject) {
 			s := &o.(*sourcev1.HelmRepository).Status
 			*s = sourcev1.HelmRepositoryStatus{ObservedGeneration: s.ObservedGeneration, Conditions: s.Conditions}
 		},
@@ -121,7 +122,7 @@ var fluxKindTable = []*fluxKind{
 		observedGeneration: func(o fluxObject) int64 {
 			return o.(*sourcev1.OCIRepository).Status.ObservedGeneration
 		},
-		trimStatus: func(o fluxObject) {
+		trim: func(o fluxObject) {
 			s := &o.(*sourcev1.OCIRepository).Status
 			*s = sourcev1.OCIRepositoryStatus{ObservedGeneration: s.ObservedGeneration, Conditions: s.Conditions}
 		},
@@ -136,9 +137,11 @@ var fluxKindTable = []*fluxKind{
 		observedGeneration: func(o fluxObject) int64 {
 			return o.(*sourcev1.HelmChart).Status.ObservedGeneration
 		},
-		trimStatus: func(o fluxObject) {
-			s := &o.(*sourcev1.HelmChart).Status
-			*s = sourcev1.HelmChartStatus{ObservedGeneration: s.ObservedGeneration, Conditions: s.Conditions}
+		trim: func(o fluxObject) {
+			c := o.(*sourcev1.HelmChart)
+			// Its labels lead to the ArtifactDeployment (helmChartOwner); its spec is helm-controller's.
+			c.Spec, c.Annotations = sourcev1.HelmChartSpec{}, nil
+			c.Status = sourcev1.HelmChartStatus{ObservedGeneration: c.Status.ObservedGeneration, Conditions: c.Status.Conditions}
 		},
 		enqueue: helmChartOwner,
 	},
@@ -199,12 +202,14 @@ func unknownKind(what string) error {
 // TrimFluxStatus is a cache transform that keeps, of a Flux object's status, what the deployer reads: the
 // conditions and observedGeneration. The rest is Flux's record of its own work and can be most of the object: a
 // Kustomization's inventory lists every object it applied, a HelmRelease's history its last releases, a source its
-// artifact. The cache holds two Flux objects per ArtifactDeployment, and 10,000 ArtifactDeployments must fit in
+// artifact. Of a HelmChart, which helm-controller creates and the deployer only reads the fetch's status of, the
+// spec and annotations go too; the spec of a kind the deployer applies stays, since the apply compares it. The
+// cache holds two or three Flux objects per ArtifactDeployment, and 10,000 ArtifactDeployments must fit in
 // 150 MiB. Other objects pass unchanged.
 func TrimFluxStatus(obj any) (any, error) {
 	if o, ok := obj.(fluxObject); ok {
 		if k, ok := fluxKindTypes[reflect.TypeOf(o)]; ok {
-			k.trimStatus(o)
+			k.trim(o)
 		}
 	}
 	return obj, nil

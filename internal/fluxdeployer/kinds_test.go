@@ -21,7 +21,9 @@ import (
 )
 
 // TestTrimFluxStatusKeepsWhatTheDeployerReads: conditions and observedGeneration stay, Flux's own records go, and
-// the spec and metadata are untouched (apply compares them).
+// the spec and metadata of a kind the deployer applies are untouched (apply compares them). Of a HelmChart, which
+// helm-controller writes, the labels that lead to its ArtifactDeployment stay, its spec and annotations go. The
+// deployer's tests run their managers with this transform, as the binary does (harness startDeployer).
 func TestTrimFluxStatusKeepsWhatTheDeployerReads(t *testing.T) {
 	ready := []metav1.Condition{{Type: meta.ReadyCondition, Status: metav1.ConditionTrue, Reason: meta.SucceededReason, ObservedGeneration: 3}}
 	hr := &helmv2.HelmRelease{
@@ -35,8 +37,18 @@ func TestTrimFluxStatusKeepsWhatTheDeployerReads(t *testing.T) {
 	wantHR := hr.DeepCopy()
 	wantHR.Status = helmv2.HelmReleaseStatus{ObservedGeneration: 3, Conditions: ready}
 	wantKS := &kustomizev1.Kustomization{Status: kustomizev1.KustomizationStatus{ObservedGeneration: 3, Conditions: ready}}
+	chartLabels := map[string]string{helmNameLabel: "app", helmNamespaceLabel: "default"}
+	chart := &sourcev1.HelmChart{
+		ObjectMeta: metav1.ObjectMeta{Name: "default-app", Labels: chartLabels, Annotations: map[string]string{"reconcile.fluxcd.io/requestedAt": "now"}},
+		Spec: sourcev1.HelmChartSpec{Chart: "podinfo", Version: "6.9.1",
+			SourceRef: sourcev1.LocalHelmChartSourceReference{Kind: sourcev1.HelmRepositoryKind, Name: "app"}},
+		Status: sourcev1.HelmChartStatus{ObservedGeneration: 3, Conditions: ready, ObservedChartName: "podinfo",
+			Artifact: &meta.Artifact{Revision: "6.9.1", Path: "helmchart/default/default-app/podinfo-6.9.1.tgz"}},
+	}
+	wantChart := &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Name: "default-app", Labels: chartLabels},
+		Status: sourcev1.HelmChartStatus{ObservedGeneration: 3, Conditions: ready}}
 
-	for _, c := range []struct{ in, want any }{{hr, wantHR}, {ks, wantKS}} {
+	for _, c := range []struct{ in, want any }{{hr, wantHR}, {ks, wantKS}, {chart, wantChart}} {
 		got, err := TrimFluxStatus(c.in)
 		if err != nil {
 			t.Fatal(err)

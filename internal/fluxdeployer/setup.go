@@ -91,7 +91,7 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 	if err != nil {
 		return nil, err
 	}
-	if err := indexWorkloadNames(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := indexWorkloadNames(context.Background(), mgr.GetCache()); err != nil {
 		return nil, err
 	}
 	recorder, err := shared.NewEventRecorder(mgr, ControllerName)

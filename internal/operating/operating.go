@@ -6,8 +6,10 @@ package operating
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
+	"unique"
 
 	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
 	"github.com/fluxcd/pkg/apis/meta"
@@ -16,6 +18,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/events"
 	"github.com/fluxcd/pkg/runtime/metrics"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -76,30 +79,37 @@ func (o Options) ReconcileMetrics(mgr ctrl.Manager, kind string) ReconcileMetric
 	return ReconcileMetrics{Metrics: fluxcontroller.NewMetrics(mgr, o.Metrics), kind: kind}
 }
 
-// DurationMetrics returns the recorder of the reconcile duration alone, for a kind whose objects are too many for
-// the condition gauges: those are 10 series per object, kept in the operator's memory until the object is gone
-// (a third of the heap with 1,000 ArtifactDeployments). Flux's own controllers record only the
-// duration too; their conditions reach Prometheus through kube-state-metrics.
+// DurationMetrics returns the recorder of the reconcile duration alone, one histogram per namespace, for a kind
+// whose objects are too many for series of their own: Flux's condition gauges are 10 series per object and its
+// duration histogram another 12 (its buckets, sum and count), all kept in the operator's memory until the object
+// is gone (at 1,000 ArtifactDeployments the gauges were a third of the heap, at 10,000 the histograms 13.5 MB).
+// The histogram keeps Flux's name and labels, with an empty name, so that Flux's dashboards show the kind's
+// reconcile times by namespace. Flux's own controllers record no condition gauges either; their conditions reach
+// Prometheus through kube-state-metrics.
 func (o Options) DurationMetrics(mgr ctrl.Manager, kind string) ReconcileMetrics {
 	m := o.ReconcileMetrics(mgr, kind)
-	m.durationOnly = true
+	m.perNamespace = true
 	return m
 }
 
 // ReconcileMetrics records Flux's reconcile metrics for the objects of one kind. The zero value records nothing.
 type ReconcileMetrics struct {
 	fluxcontroller.Metrics
-	kind         string
-	durationOnly bool
+	kind string
+	// perNamespace records only the duration, in one histogram per namespace.
+	perNamespace bool
 }
 
-// Record records a reconcile of obj that began at start: its duration and, unless only durations are recorded,
-// the Ready, Reconciling and Stalled conditions it left and whether obj is suspended.
+// Record records a reconcile of obj that began at start: its duration and, unless durations are recorded per
+// namespace, the Ready, Reconciling and Stalled conditions it left and whether obj is suspended.
 func (m ReconcileMetrics) Record(ctx context.Context, obj conditions.Getter, start time.Time, suspended bool) {
-	m.RecordDuration(ctx, obj, start)
-	if m.durationOnly {
+	if m.perNamespace {
+		if m.MetricsRecorder != nil {
+			m.MetricsRecorder.RecordDuration(corev1.ObjectReference{Kind: m.kind, Namespace: obj.GetNamespace()}, start)
+		}
 		return
 	}
+	m.RecordDuration(ctx, obj, start)
 	m.RecordReadiness(ctx, obj)
 	m.RecordReconciling(ctx, obj)
 	m.RecordStalled(ctx, obj)
@@ -107,9 +117,10 @@ func (m ReconcileMetrics) Record(ctx context.Context, obj conditions.Getter, sta
 }
 
 // Forget deletes the series of an object that is gone. The reconcilers hold no finalizer, so the last they see
-// of an object may be its absence; the request's key is then all there is.
+// of an object may be its absence; the request's key is then all there is. A namespace's histogram stays: it is
+// its other objects' too.
 func (m ReconcileMetrics) Forget(key types.NamespacedName) {
-	if m.MetricsRecorder == nil {
+	if m.MetricsRecorder == nil || m.perNamespace {
 		return
 	}
 	ref := corev1.ObjectReference{Kind: m.kind, Namespace: key.Namespace, Name: key.Name}
@@ -134,14 +145,18 @@ func Event(r record.EventRecorder, obj client.Object, revision, eventtype, reaso
 // CacheOptions are the options of the manager's cache: VectorDeployments matching vdSelector (nil: all), and
 // only namespace when it is not empty. Every object is cached without its managed fields, which no reconciler
 // reads: they are the largest part of a server-side applied object's metadata, and the cache holds every
-// ArtifactDeployment and two Flux objects for each (10,000 ArtifactDeployments must fit in 150 MiB). trims run
-// on every object after that, for what a reconciler knows it does not read of its kinds.
+// ArtifactDeployment and its Flux objects (10,000 ArtifactDeployments must fit in 150 MiB); their repeated
+// strings are shared (ShareRepeatedStrings). trims run on every object after that, for what a reconciler
+// knows it does not read of its kinds.
 func CacheOptions(vdSelector labels.Selector, namespace string, trims ...toolscache.TransformFunc) cache.Options {
 	strip := cache.TransformStripManagedFields()
 	opts := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{&konfidencev1.VectorDeployment{}: {Label: vdSelector}},
 		DefaultTransform: func(obj any) (any, error) {
 			obj, err := strip(obj)
+			if err == nil {
+				obj, err = ShareRepeatedStrings(obj)
+			}
 			for _, trim := range trims {
 				if err != nil {
 					return obj, err
@@ -155,6 +170,51 @@ func CacheOptions(vdSelector labels.Selector, namespace string, trims ...toolsca
 		opts.DefaultNamespaces = map[string]cache.Config{namespace: {}}
 	}
 	return opts
+}
+
+// ShareRepeatedStrings is a cache transform that makes the strings every object of a kind repeats one string in
+// memory instead of one per object: its namespace, the keys of its labels and annotations, its owners' apiVersion
+// and kind, and its conditions' type, status and reason. The decoder gives each object copies of its own, and the
+// cache keeps every ArtifactDeployment and its Flux objects. Strings that differ per object (names, UIDs, values,
+// messages) are left alone: sharing them saves nothing and costs an entry each in the table of shared strings.
+// The conditions are also copied into a slice of their length, where the decoder leaves room for more.
+func ShareRepeatedStrings(obj any) (any, error) {
+	o, ok := obj.(client.Object)
+	if !ok {
+		return obj, nil
+	}
+	o.SetNamespace(share(o.GetNamespace()))
+	o.SetLabels(shareKeys(o.GetLabels()))
+	o.SetAnnotations(shareKeys(o.GetAnnotations()))
+	refs := o.GetOwnerReferences()
+	for i := range refs {
+		refs[i].APIVersion, refs[i].Kind = share(refs[i].APIVersion), share(refs[i].Kind)
+	}
+	o.SetOwnerReferences(refs)
+	if s, ok := obj.(conditions.Setter); ok && len(s.GetConditions()) > 0 {
+		conds := slices.Clone(s.GetConditions())
+		for i := range conds {
+			c := &conds[i]
+			c.Type, c.Status, c.Reason = share(c.Type), metav1.ConditionStatus(share(string(c.Status))), share(c.Reason)
+		}
+		s.SetConditions(conds)
+	}
+	return obj, nil
+}
+
+// share returns the one copy of s that unique keeps.
+func share(s string) string { return unique.Make(s).Value() }
+
+// shareKeys returns m with shared keys; its values stay.
+func shareKeys(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return m
+	}
+	shared := make(map[string]string, len(m))
+	for k, v := range m {
+		shared[share(k)] = v
+	}
+	return shared
 }
 
 // AddFinalizer puts finalizer on obj unless it is there. The patch carries obj's resourceVersion, so that it
@@ -173,3 +233,39 @@ func AddFinalizer(ctx context.Context, c client.Client, obj client.Object, final
 	}
 	return nil
 }
+
+// IndexField registers a field index of obj's kind on c's informer, as client.FieldIndexer.IndexField does, but
+// for one kind of lookup: within a namespace (client.InNamespace with client.MatchingFields) or, acrossNamespaces,
+// in all at once (client.MatchingFields alone). controller-runtime's IndexField keeps every key twice, once for
+// each kind of lookup, and each key is a string and a set in the index of its own: for an index with one value
+// per object, as the ones on ArtifactDeployments are, that doubles what the index holds of every object, in a cache
+// that holds every ArtifactDeployment. The keys are the ones controller-runtime's cache reader looks up; a lookup
+// of the other kind finds nothing.
+func IndexField(ctx context.Context, c cache.Informers, obj client.Object, field string, acrossNamespaces bool, extract client.IndexerFunc) error {
+	informer, err := c.GetInformer(ctx, obj)
+	if err != nil {
+		return fmt.Errorf("indexing %s: %w", field, err)
+	}
+	return informer.AddIndexers(toolscache.Indexers{fieldIndexName(field): func(raw any) ([]string, error) {
+		o, ok := raw.(client.Object)
+		if !ok {
+			return nil, fmt.Errorf("indexing %s: %T is not an object", field, raw)
+		}
+		namespace := o.GetNamespace()
+		if acrossNamespaces || namespace == "" {
+			namespace = allNamespaces
+		}
+		values := extract(o)
+		keys := make([]string, len(values))
+		for i, v := range values {
+			keys[i] = namespace + "/" + v
+		}
+		return keys, nil
+	}})
+}
+
+// fieldIndexName and allNamespaces name an index and the namespace of its cluster-wide keys as controller-runtime's
+// cache reader does (sigs.k8s.io/controller-runtime/pkg/cache/internal: FieldIndexName, KeyToNamespacedKey).
+const allNamespaces = "__all_namespaces"
+
+func fieldIndexName(field string) string { return "field:" + field }

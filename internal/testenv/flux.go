@@ -24,21 +24,31 @@ type FluxObject interface {
 // when another writer changed the object in between, for up to a minute.
 func SetFluxStatus(t testing.TB, c client.Client, obj FluxObject, conds ...metav1.Condition) {
 	t.Helper()
-	ctx := context.Background()
 	Eventually(t, time.Minute, func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err
-		}
-		for _, cond := range conds {
-			cond.ObservedGeneration = obj.GetGeneration()
-			cond.LastTransitionTime = metav1.Now()
-			conditions.Set(obj, &cond)
-		}
-		if err := observeGeneration(obj); err != nil {
-			return err
-		}
-		return c.Status().Update(ctx, obj)
+		return UpdateFluxStatus(context.Background(), c, obj, nil, conds...)
 	})
+}
+
+// UpdateFluxStatus reads obj and writes its status subresource once, as its controller would: what record sets
+// (the rest of the status a Flux controller keeps, such as a HelmRelease's history or a source's artifact; nil:
+// nothing), each condition and status.observedGeneration for the object's current generation. It fails when obj
+// does not exist or another writer changed it in between.
+func UpdateFluxStatus(ctx context.Context, c client.Client, obj FluxObject, record func(), conds ...metav1.Condition) error {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		return err
+	}
+	if record != nil {
+		record()
+	}
+	for _, cond := range conds {
+		cond.ObservedGeneration = obj.GetGeneration()
+		cond.LastTransitionTime = metav1.Now()
+		conditions.Set(obj, &cond)
+	}
+	if err := observeGeneration(obj); err != nil {
+		return err
+	}
+	return c.Status().Update(ctx, obj)
 }
 
 // observeGeneration sets status.observedGeneration, which every Flux kind has, to the object's generation.

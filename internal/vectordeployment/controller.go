@@ -318,14 +318,15 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 }
 
 // componentIndex indexes ArtifactDeployments by their component annotation, so that one created by Konfidence,
-// which carries the annotations but not the identity label, is found without reading the whole namespace.
+// which carries the annotations but not the identity label, is found without reading the whole namespace; like
+// identityIndex, for lookups within a namespace.
 const componentIndex = "metadata.annotations." + konfidencev1.ArtifactComponentAnnotation
 
 func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	if err := indexIdentity(mgr); err != nil {
 		return err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &konfidencev1.ArtifactDeployment{}, componentIndex,
+	if err := operating.IndexField(context.Background(), mgr.GetCache(), &konfidencev1.ArtifactDeployment{}, componentIndex, false,
 		func(obj client.Object) []string {
 			return []string{obj.GetAnnotations()[konfidencev1.ArtifactComponentAnnotation]}
 		}); err != nil {

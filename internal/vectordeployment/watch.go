@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/operating"
 )
 
 // identityIndex indexes the cached ArtifactDeployments by ArtifactIdentityLabel. Listing by label selector makes
@@ -23,9 +24,10 @@ import (
 // O(artifacts × ArtifactDeployments) per VectorDeployment; the index answers from a map.
 const identityIndex = "konfidence.cloud/artifact-identity"
 
-// indexIdentity registers identityIndex with the manager's cache.
+// indexIdentity registers identityIndex with the manager's cache, for lookups within a namespace (the only ones
+// findByIdentity makes).
 func indexIdentity(mgr ctrl.Manager) error {
-	return mgr.GetFieldIndexer().IndexField(context.Background(), &konfidencev1.ArtifactDeployment{}, identityIndex,
+	return operating.IndexField(context.Background(), mgr.GetCache(), &konfidencev1.ArtifactDeployment{}, identityIndex, false,
 		func(obj client.Object) []string {
 			if id, ok := obj.GetLabels()[konfidencev1.ArtifactIdentityLabel]; ok {
 				return []string{id}

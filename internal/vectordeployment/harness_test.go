@@ -57,6 +57,8 @@ type managerOptions struct {
 	trust TrustDefault
 	// reconciles, when set, counts the manager's reconciles by VectorDeployment.
 	reconciles *reconcileCounter
+	// finalizers are the reconciler's Finalizers: the types a deployer of the process handles.
+	finalizers map[string]string
 }
 
 // reconcileCounter counts reconciles by VectorDeployment.
@@ -116,6 +118,7 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 		maxArtifacts:      o.maxArtifacts,
 		RequeueDependency: o.requeueDependency,
 		TrustDefault:      o.trust,
+		Finalizers:        o.finalizers,
 	}
 	if o.reconciles != nil {
 		r.reconciled = o.reconciles.add

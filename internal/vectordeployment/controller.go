@@ -192,8 +192,9 @@ func (r *Reconciler) reconcile(ctx context.Context, vd *konfidencev1.VectorDeplo
 	return r.ended(s, artifacts, slots)
 }
 
-// resultingSlots is the status entry of each synced slot: a status-only reconcile reports from it, since the status
-// write that records it may still be held (see holdsStatus), as it reports the VectorDownloaded condition.
+// resultingSlots is the status entry of each synced slot. A status-only reconcile reports these entries and the
+// VectorDownloaded condition as the full reconcile found them, not from the cached status: the write that would
+// have recorded them may still be held (see holdsStatus).
 func resultingSlots(vd *konfidencev1.VectorDeployment, slots map[string]slotResult) map[string]konfidencev1.ResultingArtifactDeployment {
 	resulting := make(map[string]konfidencev1.ResultingArtifactDeployment, len(slots))
 	for component := range slots {

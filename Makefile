@@ -104,7 +104,7 @@ bench: ## Benchmarks of the naming core (compare runs with benchstat).
 BENCH_SCALE := go test ./internal/bench -run '^$$' -benchtime=1x -timeout 90m
 
 .PHONY: bench-e2e
-bench-e2e: ## Convergence: the API server's floor, then the operator, at 100x10, 300x10 and one vector of 500 artifacts (BENCH_CONCURRENT sets the workers).
+bench-e2e: ## Convergence: the operator, then the API server's floor writing the same end state, at 100x10, 300x10 and one vector of 500 artifacts (BENCH_CONCURRENT sets the workers).
 	$(BENCH_SCALE) -bench 'BenchmarkConverge/(100x10|300x10|1x500)$$'
 
 .PHONY: bench-memory

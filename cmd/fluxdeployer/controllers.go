@@ -1,6 +1,8 @@
 package main
 
 import (
+	"slices"
+
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -23,5 +25,16 @@ func newControllerSetups() map[string]controllerSetup {
 	return map[string]controllerSetup{
 		"fluxdeployer":     &fluxdeployer.Options{},
 		"vectordeployment": &vectordeployment.Options{},
+	}
+}
+
+// handOverFinalizers tells the VectorDeployment reconciler, when the Flux deployer runs in the same process, which
+// manifest types that deployer handles and under which finalizer, so that it creates their ArtifactDeployments
+// with the finalizer in place (vectordeployment.Options.Finalizers). Without the deployer in the process it is told
+// nothing: a deployer elsewhere adds the finalizer itself, and none is left that nobody removes.
+func handOverFinalizers(setups map[string]controllerSetup, controllers []string) {
+	vd, ok := setups["vectordeployment"].(*vectordeployment.Options)
+	if ok && slices.Contains(controllers, "fluxdeployer") {
+		vd.Finalizers = fluxdeployer.TeardownFinalizers()
 	}
 }

@@ -212,6 +212,7 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 	shared := o.shared
 	shared.Metrics = reconcileMetrics()
 	shared.WatchNamespace = watchNamespace
+	handOverFinalizers(o.setups, o.controllers)
 	for _, name := range o.controllers {
 		if err := o.setups[name].SetupWithManager(mgr, shared); err != nil {
 			return nil, fmt.Errorf("setting up controller %s: %w", name, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"testing"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -18,18 +19,122 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+	"github.com/fluxdeployer/fluxdeployer/internal/operating"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
 // floorWorkers is the number of client workers of the floor: 8, as docs/performance.md reports it.
 const floorWorkers = 8
 
-// floor creates, with a tight loop of floorWorkers client workers, what the operator creates for the landscape:
-// per artifact one ArtifactDeployment and its HelmRepository and HelmRelease (owned by it, as the operator
-// owns them), with the names, labels, annotations and specs the operator gives them. The time until a watch
-// has seen all of them is the API server's floor for the landscape: no registry read, no status, no decision.
-func floor(ctx context.Context, c client.Client, namespace string, l landscape, vectors []vector) error {
-	return createLandscape(ctx, c, namespace, l, vectors, true)
+// endState is what the operator converged a landscape to: the objects the floor writes again.
+type endState struct {
+	vectorDeployments   []konfidencev1.VectorDeployment
+	artifactDeployments []konfidencev1.ArtifactDeployment
+	// fluxObjects are the Flux objects of each ArtifactDeployment, by its UID.
+	fluxObjects map[types.UID][]client.Object
+}
+
+// readEndState reads what the operator converged namespace to.
+func readEndState(t testing.TB, env *testenv.Env, namespace string) endState {
+	t.Helper()
+	ctx := context.Background()
+	vds := &konfidencev1.VectorDeploymentList{}
+	ads := &konfidencev1.ArtifactDeploymentList{}
+	repos := &sourcev1.HelmRepositoryList{}
+	releases := &helmv2.HelmReleaseList{}
+	for _, l := range []client.ObjectList{vds, ads, repos, releases} {
+		if err := env.Client.List(ctx, l, client.InNamespace(namespace)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := endState{vectorDeployments: vds.Items, artifactDeployments: ads.Items, fluxObjects: map[types.UID][]client.Object{}}
+	add := func(obj client.Object) {
+		if owner := metav1.GetControllerOf(obj); owner != nil {
+			s.fluxObjects[owner.UID] = append(s.fluxObjects[owner.UID], obj)
+		}
+	}
+	for i := range repos.Items {
+		add(&repos.Items[i])
+	}
+	for i := range releases.Items {
+		add(&releases.Items[i])
+	}
+	return s
+}
+
+// floor writes, with floorWorkers client workers, the end state the operator converged a landscape to into
+// namespace, with the fewest writes that state takes: per VectorDeployment its creation (the user's, timed for the
+// operator too), its finalizer and one status write; per artifact its ArtifactDeployment created with its
+// finalizer, its HelmRepository and HelmRelease created, and one status write of the ArtifactDeployment. The
+// objects are the operator's, with their names, labels, annotations, specs and statuses, owned as the operator
+// owns them. Nothing is read from a registry and nothing is decided: timed by the watcher with the operator's
+// convergence check, this is the API server's floor for the landscape.
+func floor(ctx context.Context, c client.Client, namespace string, s endState) error {
+	uids := make([]types.UID, len(s.vectorDeployments)) // of the new VectorDeployments, by index
+	err := inParallel(len(s.vectorDeployments), func(i int) error {
+		vd := recreated(&s.vectorDeployments[i], namespace, nil).(*konfidencev1.VectorDeployment)
+		vd.Finalizers, vd.Status = nil, konfidencev1.VectorDeploymentStatus{}
+		if err := c.Create(ctx, vd); err != nil {
+			return fmt.Errorf("creating VectorDeployment %s: %w", vd.Name, err)
+		}
+		uids[i] = vd.UID
+		return operating.AddFinalizer(ctx, c, vd, konfidencev1.TeardownFinalizer)
+	})
+	if err != nil {
+		return err
+	}
+	owners := map[types.UID]types.UID{}
+	for i := range s.vectorDeployments {
+		owners[s.vectorDeployments[i].UID] = uids[i]
+	}
+	err = inParallel(len(s.artifactDeployments), func(i int) error {
+		converged := &s.artifactDeployments[i]
+		ad := recreated(converged, namespace, owners).(*konfidencev1.ArtifactDeployment)
+		ad.Status = konfidencev1.ArtifactDeploymentStatus{}
+		if err := c.Create(ctx, ad); err != nil {
+			return fmt.Errorf("creating ArtifactDeployment %s: %w", ad.Name, err)
+		}
+		for _, obj := range s.fluxObjects[converged.UID] {
+			obj = recreated(obj, namespace, map[types.UID]types.UID{converged.UID: ad.UID})
+			if err := c.Create(ctx, obj); err != nil {
+				return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+			}
+		}
+		original := ad.DeepCopy()
+		ad.Status = converged.Status
+		return c.Status().Patch(ctx, ad, client.MergeFrom(original))
+	})
+	if err != nil {
+		return err
+	}
+	return inParallel(len(s.vectorDeployments), func(i int) error {
+		vd := &konfidencev1.VectorDeployment{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: s.vectorDeployments[i].Name}, vd); err != nil {
+			return err
+		}
+		original := vd.DeepCopy()
+		vd.Status = s.vectorDeployments[i].Status
+		return c.Status().Patch(ctx, vd, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}))
+	})
+}
+
+// recreated is a copy of obj to create in namespace: what the API server set is left out, and its owner
+// references lead to the new owners (by old UID).
+func recreated(obj client.Object, namespace string, owners map[types.UID]types.UID) client.Object {
+	copied, _ := obj.DeepCopyObject().(client.Object) // every kind the benchmark reads is a client.Object
+	copied.SetNamespace(namespace)
+	copied.SetUID("")
+	copied.SetResourceVersion("")
+	copied.SetGeneration(0)
+	copied.SetCreationTimestamp(metav1.Time{})
+	copied.SetManagedFields(nil)
+	refs := copied.GetOwnerReferences()
+	for i := range refs {
+		refs[i].UID = owners[refs[i].UID]
+	}
+	copied.SetOwnerReferences(refs)
+	return copied
 }
 
 // createLandscape creates the ArtifactDeployments of the landscape with floorWorkers workers, and their Flux

@@ -49,7 +49,7 @@ func startOperator(t testing.TB, env *testenv.Env, resolver *ocm.Client, concurr
 		t.Fatal(err)
 	}
 	shared := operating.Options{Concurrent: concurrent, SkipNameValidation: true}
-	vd := &vectordeployment.Options{Resolver: resolver}
+	vd := &vectordeployment.Options{Resolver: resolver, Finalizers: fluxdeployer.TeardownFinalizers()}
 	if err := vd.SetupWithManager(mgr, shared); err != nil {
 		t.Fatal(err)
 	}

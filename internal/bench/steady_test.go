@@ -37,7 +37,7 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 	reg := ocmtest.NewRegistry(t)
 	l := landscape{vectorDeployments: 4, artifacts: 3, distinct: 2}
 	resolver := ocm.NewClient(ocm.Options{})
-	ns := converge(t, env, reg, l, resolver)
+	ns, _ := converge(t, env, reg, l, resolver)
 
 	steady := steadyState(t, env, reg, l, resolver, ns)
 	if steady.writes != 0 || steady.events != 0 || steady.registry != 0 {
@@ -48,8 +48,9 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 		steady.reads, l.vectorDeployments, l.total())
 }
 
-// converge runs an operator until it has converged the landscape in a new namespace, and stops it.
-func converge(t testing.TB, env *testenv.Env, reg *ocmtest.Registry, l landscape, resolver *ocm.Client) string {
+// converge runs an operator until it has converged the landscape in a new namespace and is idle, and stops it. It
+// returns the namespace and the operator's requests.
+func converge(t testing.TB, env *testenv.Env, reg *ocmtest.Registry, l landscape, resolver *ocm.Client) (string, requestCounts) {
 	t.Helper()
 	vectors := l.publish(t, reg)
 	ns := namespace(t, env, "steady-")
@@ -63,7 +64,7 @@ func converge(t testing.TB, env *testenv.Env, reg *ocmtest.Registry, l landscape
 	}
 	w.waitFor(t, start, convergeTimeout, l.artifacts, operatorDone(l))
 	waitIdle(t)
-	return ns
+	return ns, countRequests(op.requests.Take())
 }
 
 // steadyCounts are the requests of a steady-state pass.

@@ -118,18 +118,8 @@ func (w *watcher) waitFor(t testing.TB, start time.Time, timeout time.Duration, 
 	return 0
 }
 
-// floorDone: every object of the floor is there.
-func floorDone(total int) func(state) error {
-	return func(s state) error {
-		if s.artifactDeployments < total || s.helmRepositories < total || s.helmReleases < total {
-			return fmt.Errorf("floor: %d/%d ArtifactDeployments, %d HelmRepositories, %d HelmReleases", s.artifactDeployments, total, s.helmRepositories, s.helmReleases)
-		}
-		return nil
-	}
-}
-
 // operatorDone: every object is there, every ArtifactDeployment reported its status, every VectorDeployment
-// reported its ArtifactDeployments'.
+// reported its ArtifactDeployments'. The floor is timed by the same check.
 func operatorDone(l landscape) func(state) error {
 	return func(s state) error {
 		total := l.total()

@@ -29,6 +29,19 @@ var deployers = map[string]deployer{
 	KustomizeManifestType: {resourceType: "kustomize", multipleReason: konfidencev1.MultipleKustomizeResourcesReason},
 }
 
+// TeardownFinalizers maps each manifest type the Flux deployer handles to the finalizer it tears the Flux objects
+// of such an ArtifactDeployment down under. The binary hands it to the VectorDeployment reconciler, which then
+// creates those ArtifactDeployments with the finalizer in place: one write less per artifact than the deployer
+// adding it, and an ArtifactDeployment of a type no deployer of the process handles never gets it, so nothing
+// waits for a teardown that would not come. The deployer still adds it to one created without it.
+func TeardownFinalizers() map[string]string {
+	finalizers := make(map[string]string, len(deployers))
+	for manifestType := range deployers {
+		finalizers[manifestType] = konfidencev1.TeardownFinalizer
+	}
+	return finalizers
+}
+
 // handled reports whether the Flux deployer owns the ArtifactDeployment.
 func handled(ad *konfidencev1.ArtifactDeployment) bool {
 	_, ok := deployers[ad.Spec.Manifest.Type]

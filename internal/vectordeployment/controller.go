@@ -6,16 +6,17 @@ package vectordeployment
 import (
 	"context"
 	"errors"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/predicates"
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,6 +48,9 @@ type Reconciler struct {
 	// TrustDefault is the platform's verification requirement, which every VectorDeployment must satisfy besides
 	// its own spec.verify.
 	TrustDefault TrustDefault
+	// Finalizers maps each manifest type a deployer of this process handles to the finalizer that deployer tears
+	// an ArtifactDeployment down under (see Options.Finalizers).
+	Finalizers map[string]string
 
 	// synced holds, per VectorDeployment, what its last full reconcile in this process found (see statusOnly).
 	synced sync.Map // of client.ObjectKey to syncedSpec
@@ -108,6 +112,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else {
 		end = r.reconcile(ctx, vd, bypassCache)
 	}
+	if end.holdsStatus(bypassCache) {
+		// What the status would say now is only that the new ArtifactDeployments are on their way; their first
+		// reports requeue vd, and the one status write tells each one's state.
+		return ctrl.Result{RequeueAfter: end.awaiting}, nil
+	}
 	if err := errors.Join(r.status().Finalize(ctx, original, vd, end.err), end.retry); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -142,6 +151,15 @@ type ending struct {
 	// retry are the failures of single artifacts that a retry may heal, retried with backoff whatever the outcome:
 	// an artifact that failed for good stalls the VectorDeployment, yet another one may still come.
 	retry error
+	// awaiting is how much longer the status write waits for the first report of ArtifactDeployments a deployer of
+	// this process has taken on (see awaitingFirstReport); 0 when it is written now.
+	awaiting time.Duration
+}
+
+// holdsStatus tells whether the status write waits for the first reports of the ArtifactDeployments: only while
+// nothing failed and no reconcile request is to be recorded as handled, which the status must say at once.
+func (e ending) holdsStatus(requested bool) bool {
+	return e.awaiting > 0 && e.err == nil && e.retry == nil && !requested
 }
 
 // reconcile runs the steps of a reconcile on vd in order, each marking the conditions it decides: the registry
@@ -166,19 +184,32 @@ func (r *Reconciler) reconcile(ctx context.Context, vd *konfidencev1.VectorDeplo
 	s := summarize(artifacts, slots)
 	r.report(vd, artifacts, s)
 	if s.outcome == nil && len(slots) == len(artifacts) {
-		r.synced.Store(client.ObjectKeyFromObject(vd), syncedSpec{generation: vd.Generation, components: slices.Collect(maps.Keys(slots))})
+		r.synced.Store(client.ObjectKeyFromObject(vd), syncedSpec{generation: vd.Generation, slots: resultingSlots(vd, slots),
+			downloaded: conditions.Get(vd, konfidencev1.VectorDownloadedCondition).DeepCopy()})
 	} else {
 		r.synced.Delete(client.ObjectKeyFromObject(vd))
 	}
-	return r.ended(s, artifacts)
+	return r.ended(s, artifacts, slots)
+}
+
+// resultingSlots is the status entry of each synced slot. A status-only reconcile reports these entries and the
+// VectorDownloaded condition as the full reconcile found them, not from the cached status: the write that would
+// have recorded them may still be held (see holdsStatus).
+func resultingSlots(vd *konfidencev1.VectorDeployment, slots map[string]slotResult) map[string]konfidencev1.ResultingArtifactDeployment {
+	resulting := make(map[string]konfidencev1.ResultingArtifactDeployment, len(slots))
+	for component := range slots {
+		resulting[component] = vd.Status.ResultingArtifactDeployments[component]
+	}
+	return resulting
 }
 
 // ended is how a reconcile that got to the summary ended: its outcome, and a look again while the
 // ArtifactDeployments are on their way.
-func (r *Reconciler) ended(s summary, artifacts []ResolvedArtifact) ending {
+func (r *Reconciler) ended(s summary, artifacts []ResolvedArtifact, slots map[string]slotResult) ending {
 	end := ending{err: s.outcome, retry: artifactErrors(artifacts)}
 	if s.outcome == nil && !s.isReady() {
 		end.result.RequeueAfter = r.RequeueDependency
+		end.awaiting = r.awaitingFirstReport(slots)
 	}
 	return end
 }
@@ -187,7 +218,10 @@ func (r *Reconciler) ended(s summary, artifacts []ResolvedArtifact) ending {
 // an ArtifactDeployment, for this generation of its spec.
 type syncedSpec struct {
 	generation int64
-	components []string
+	// slots are the status entries of the artifacts' slots, by component.
+	slots map[string]konfidencev1.ResultingArtifactDeployment
+	// downloaded is the VectorDownloaded condition the reconcile set.
+	downloaded *metav1.Condition
 }
 
 // statusOnly tells whether this reconcile only has to report the state of vd's ArtifactDeployments, as the
@@ -208,21 +242,24 @@ func (r *Reconciler) statusOnly(vd *konfidencev1.VectorDeployment, requested boo
 // writing anything but the status. An ArtifactDeployment that is gone, going or no longer vd's makes it a full
 // reconcile: that one is to be created again, or adopted.
 func (r *Reconciler) reconcileStatus(ctx context.Context, vd *konfidencev1.VectorDeployment, synced syncedSpec) ending {
-	slots := make(map[string]slotResult, len(synced.components))
-	artifacts := make([]ResolvedArtifact, len(synced.components))
-	for i, component := range synced.components {
-		name := vd.Status.ResultingArtifactDeployments[component].Name
+	slots := make(map[string]slotResult, len(synced.slots))
+	artifacts := make([]ResolvedArtifact, 0, len(synced.slots))
+	for component, entry := range synced.slots {
 		ad := &konfidencev1.ArtifactDeployment{}
-		if err := r.Get(ctx, client.ObjectKey{Namespace: vd.Namespace, Name: name}, ad); err != nil || !ad.DeletionTimestamp.IsZero() || !IsOwnedBy(ad, vd) {
+		if err := r.Get(ctx, client.ObjectKey{Namespace: vd.Namespace, Name: entry.Name}, ad); err != nil || !ad.DeletionTimestamp.IsZero() || !IsOwnedBy(ad, vd) {
 			r.synced.Delete(client.ObjectKeyFromObject(vd))
 			return r.reconcile(ctx, vd, false)
 		}
-		slots[component] = slotResult{outcome: adopted, name: name, deployment: ad}
-		artifacts[i] = ResolvedArtifact{Component: component}
+		slots[component] = slotResult{outcome: adopted, name: entry.Name, collisionCount: ptr.Deref(entry.CollisionCount, 0), deployment: ad}
+		artifacts = append(artifacts, ResolvedArtifact{Component: component})
+	}
+	recordSlots(vd, slots)
+	if synced.downloaded != nil {
+		conditions.Set(vd, synced.downloaded.DeepCopy())
 	}
 	s := summarize(artifacts, slots)
 	r.report(vd, artifacts, s)
-	return r.ended(s, artifacts)
+	return r.ended(s, artifacts, slots)
 }
 
 // reconcileRequest returns the value of the reconcile.fluxcd.io/requestedAt annotation when it asks for a
@@ -246,6 +283,13 @@ type Options struct {
 	// Resolver reads the vectors; nil builds an OCM client from the flags. Tests and benchmarks pass one so that
 	// several managers share its cache, as one process shares it across restarts of its manager.
 	Resolver *ocm.Client
+	// Finalizers maps each manifest type a deployer running in the same process handles to the finalizer it tears
+	// an ArtifactDeployment of that type down under. The reconciler creates such ArtifactDeployments with it in
+	// place, so the deployer need not add it in a write of its own, and holds a VectorDeployment's status write
+	// until their first report (see firstReportWait). The reconcilers meet only through API objects: the binary,
+	// which sets both up, passes this; a type missing from it is created without a finalizer, as before any
+	// deployer takes it on.
+	Finalizers map[string]string
 }
 
 // BindFlags registers the reconciler's flags.
@@ -311,6 +355,7 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 		Metrics:           shared.ReconcileMetrics(mgr, "VectorDeployment"),
 		RequeueDependency: shared.RequeueDependency,
 		TrustDefault:      trust,
+		Finalizers:        o.Finalizers,
 		hashLength:        naming.HashLength,
 		maxArtifacts:      konfidencev1.MaxArtifactsPerVector,
 	}

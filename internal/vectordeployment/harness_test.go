@@ -59,6 +59,8 @@ type managerOptions struct {
 	reconciles *reconcileCounter
 	// queue, when set, observes the controller's work queue (see settle).
 	queue *testenv.Queue
+	// finalizers are the reconciler's Finalizers: the types a deployer of the process handles.
+	finalizers map[string]string
 }
 
 // reconcileCounter counts reconciles by VectorDeployment.
@@ -118,6 +120,7 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 		maxArtifacts:      o.maxArtifacts,
 		RequeueDependency: o.requeueDependency,
 		TrustDefault:      o.trust,
+		Finalizers:        o.finalizers,
 	}
 	if o.reconciles != nil {
 		r.reconciled = o.reconciles.add

@@ -154,6 +154,7 @@ func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDe
 	if err != nil {
 		return slotResult{}, err
 	}
+	r.addDeployerFinalizer(desired)
 	namesBuilt.Inc()
 	name := desired.Name
 	err = r.Create(ctx, desired)
@@ -282,6 +283,16 @@ func (r *Reconciler) adopt(ctx context.Context, vd *konfidencev1.VectorDeploymen
 	log.FromContext(ctx).Info("adopted ArtifactDeployment", "artifactDeployment", ad.Name, "component", id.component, "version", id.version)
 	result.adoptedNow, result.described = true, describe(ad.Name, id)
 	return result, nil
+}
+
+// addDeployerFinalizer puts on ad, before it is created, the finalizer of the deployer of this process that
+// handles its manifest type: it must be in place before the deployer creates anything for ad, and setting it at
+// creation spares the deployer a write of its own. An ArtifactDeployment no deployer here handles gets none, so its
+// deletion never waits for a teardown nobody runs.
+func (r *Reconciler) addDeployerFinalizer(ad *konfidencev1.ArtifactDeployment) {
+	if finalizer, ok := r.Finalizers[ad.Spec.Manifest.Type]; ok {
+		controllerutil.AddFinalizer(ad, finalizer)
+	}
 }
 
 func describe(name string, id identity) string { return fmt.Sprintf("%s for %s", name, id) }

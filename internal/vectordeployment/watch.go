@@ -36,17 +36,39 @@ func indexIdentity(mgr ctrl.Manager) error {
 		})
 }
 
-// artifactStatusDelay is how long a VectorDeployment waits after a change of one of its ArtifactDeployments
-// before it is reconciled: the changes of all its ArtifactDeployments within that time are reported in one
-// reconcile and one status write, instead of one each (1.2 VectorDeployment status writes per artifact were
-// measured without it).
-const artifactStatusDelay = 2 * time.Second
+// firstReportWait bounds how long a VectorDeployment's status write waits for the first report of the
+// ArtifactDeployments a deployer of this process has taken on (awaitingFirstReport). The wait ends at the last of
+// those reports, which requeues the VectorDeployment, so it usually lasts as long as the deployer takes; the bound
+// is for a deployer that does not report (it fails to start, or a backlog of thousands): the status then says
+// they are on their way.
+const firstReportWait = time.Minute
+
+// awaitingFirstReport is how much longer the status write of a VectorDeployment waits for its ArtifactDeployments
+// whose type a deployer of this process handles (Finalizers) and which have not reported yet: created less than
+// firstReportWait ago, not suspended (a suspended one reports nothing) and not being deleted. Without the wait,
+// each VectorDeployment writes its status once when it has created its ArtifactDeployments, and again as they
+// report; with it, once, telling each one's state, and no fixed delay holds the report back.
+func (r *Reconciler) awaitingFirstReport(slots map[string]slotResult) time.Duration {
+	var wait time.Duration
+	for _, slot := range slots {
+		ad := slot.deployment
+		if ad == nil || conditions.Has(ad, konfidencev1.ReadyCondition) || ad.Spec.Suspend || !ad.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if _, handled := r.Finalizers[ad.Spec.Manifest.Type]; handled {
+			wait = max(wait, firstReportWait-time.Since(ad.CreationTimestamp.Time))
+		}
+	}
+	return wait
+}
 
 // artifactDeploymentChanges requeues the owners of an ArtifactDeployment when something they report or act on
 // changed: it went away, its owners changed, or its Ready condition or deployment results did. Every owner, not
 // just the controller: a reusable ArtifactDeployment's readiness matters to each VectorDeployment that shares it.
 // A creation requeues nothing: the VectorDeployment that created it knows it, and at start every VectorDeployment
-// is reconciled anyway.
+// is reconciled anyway. The request is queued at once: the work queue keeps one request per VectorDeployment that
+// waits, so the changes of its ArtifactDeployments that come while it waits or is reconciled cost one more
+// reconcile, and their first reports one status write (awaitingFirstReport).
 func artifactDeploymentChanges() handler.EventHandler {
 	return handler.Funcs{
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -54,7 +76,7 @@ func artifactDeploymentChanges() handler.EventHandler {
 				return
 			}
 			for _, req := range append(owningVectorDeployments(e.ObjectOld), owningVectorDeployments(e.ObjectNew)...) {
-				q.AddAfter(req, artifactStatusDelay)
+				q.Add(req)
 			}
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {

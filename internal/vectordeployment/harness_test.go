@@ -121,7 +121,7 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 		r.reconciled = o.reconciles.add
 	}
 	// Several managers live in one test binary, so the controller name repeats.
-	if err := r.setupWithManager(mgr, operating.Options{Concurrent: 2, SkipNameValidation: true}.ControllerOptions()); err != nil {
+	if err := r.setupWithManager(mgr, operating.Options{Concurrent: 2, SkipNameValidation: true}); err != nil {
 		t.Fatal(err)
 	}
 	return testenv.RunManager(t, mgr)

@@ -23,8 +23,10 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/fluxdeployer"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment"
 )
 
 // shardInstance is one operator instance of a sharded installation, run in this process, and the requests its
@@ -119,13 +121,16 @@ func TestShardsWriteOnlyTheirOwnObjects(t *testing.T) {
 	vector := reg.Ref("", "acme.org/vectors/shop", "1.0.0")
 
 	namespaces := map[string]string{} // instance -> the namespace of its VectorDeployment
-	vds := map[string]*konfidencev1.VectorDeployment{}
 	for name := range instances {
-		ns := namespace(t, c)
-		namespaces[name] = ns
-		key := strings.TrimPrefix(name, "main")
+		namespaces[name] = namespace(t, c)
+	}
+	// In shard1's namespace, Konfidence deployed the chart under a name of its own, which the VectorDeployment
+	// adopts: after the move, shard2 finds it by the name the status records, not by the name it would compute.
+	konfidence := createKonfidenceStyle(t, c, vector, namespaces["shard1"], "frontend-konfidence", shardLabels("shard1"))
+	vds := map[string]*konfidencev1.VectorDeployment{}
+	for name, ns := range namespaces {
 		vd := &konfidencev1.VectorDeployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop", Labels: shardLabels(key)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop", Labels: shardLabels(strings.TrimPrefix(name, "main"))},
 			Spec:       konfidencev1.VectorDeploymentSpec{Vector: vector},
 		}
 		create(t, c, vd)
@@ -143,6 +148,10 @@ func TestShardsWriteOnlyTheirOwnObjects(t *testing.T) {
 		if written := in.assertWritesOnlyTo(t, namespaces[name], leases); written[namespaces[name]] == 0 {
 			t.Errorf("%s wrote nothing in %s, its VectorDeployment's namespace", name, namespaces[name])
 		}
+	}
+
+	if got := vds["shard1"].Status.ResultingArtifactDeployments[chart.Name].Name; got != konfidence.Name {
+		t.Fatalf("shard1's VectorDeployment serves %s with %s, not with Konfidence's %s", chart.Name, got, konfidence.Name)
 	}
 
 	// A VectorDeployment of shard1 next to the main instance's, older one: refused, nothing created for it.
@@ -244,6 +253,31 @@ func TestShardsClaimAcrossShards(t *testing.T) {
 	if err == nil {
 		t.Errorf("the younger claimant %s/%s has a Kustomization", younger.Namespace, younger.Name)
 	}
+}
+
+// createKonfidenceStyle creates the ArtifactDeployment of the vector's reusable Helm artifact as Konfidence
+// would: the spec and annotations this operator gives it, under another name, without identity label and owner.
+func createKonfidenceStyle(t *testing.T, c client.Client, vector, namespace, name string, labels map[string]string) *konfidencev1.ArtifactDeployment {
+	t.Helper()
+	v, err := ocm.NewClient(ocm.Options{}).ResolveVector(context.Background(), vector, ocm.Read{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := &konfidencev1.VectorDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "shop"}}
+	for _, ra := range vectordeployment.ArtifactsOf(v) {
+		if ra.Artifact.Manifest.Type != "cloud.konfidence.flux.helm" {
+			continue
+		}
+		ad, err := vectordeployment.DesiredArtifactDeployment(c.Scheme(), owner, ra.Artifact, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ad.Name, ad.Labels, ad.OwnerReferences = name, labels, nil
+		create(t, c, ad)
+		return ad
+	}
+	t.Fatal("the vector has no Helm artifact")
+	return nil
 }
 
 func kustomizeArtifactDeployment(namespace, name, shard string) *konfidencev1.ArtifactDeployment {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,7 +169,8 @@ func TestWatchAllNamespacesFalseNeedsTheRuntimeNamespace(t *testing.T) {
 	}
 }
 
-// TestWatchLabelSelectorMustParse: a selector that does not parse is an error at start.
+// TestWatchLabelSelectorMustParse: a selector that does not parse is an error at start; one that does narrows
+// every kind that carries the shard key.
 func TestWatchLabelSelectorMustParse(t *testing.T) {
 	if _, err := parseRunOptions(t, "--watch-label-selector=a in (").cacheOptions(); err == nil {
 		t.Fatal("an unparsable --watch-label-selector was accepted")
@@ -176,17 +179,26 @@ func TestWatchLabelSelectorMustParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// ByObject is keyed by pointer, so the VectorDeployment entry is found by type.
+	// Every kind that carries the shard key is narrowed; HelmCharts, which helm-controller creates without it,
+	// are not. ByObject is keyed by pointer, so the entries are found by type.
+	narrowed := map[string]bool{}
 	for obj, by := range opts.ByObject {
-		if _, ok := obj.(*konfidencev1.VectorDeployment); !ok {
+		kind := fmt.Sprintf("%T", obj)
+		if by.Label == nil {
 			continue
 		}
+		narrowed[kind] = true
 		if by.Label.Matches(labels.Set{"shard": "b"}) || !by.Label.Matches(labels.Set{"shard": "a"}) {
-			t.Errorf("the VectorDeployment selector %v is not shard=a", by.Label)
+			t.Errorf("the %s selector %v is not shard=a", kind, by.Label)
 		}
-		return
 	}
-	t.Error("no VectorDeployment entry in the cache options")
+	want := map[string]bool{}
+	for _, obj := range append([]client.Object{&konfidencev1.VectorDeployment{}, &konfidencev1.ArtifactDeployment{}}, fluxdeployer.OwnedObjects()...) {
+		want[fmt.Sprintf("%T", obj)] = true
+	}
+	if len(want) != 6 || !maps.Equal(narrowed, want) {
+		t.Errorf("narrowed kinds %v, want %v", slices.Sorted(maps.Keys(narrowed)), slices.Sorted(maps.Keys(want)))
+	}
 }
 
 func namespace(t *testing.T, c client.Client) string {

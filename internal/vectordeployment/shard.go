@@ -54,7 +54,9 @@ func setShardKey(ad *konfidencev1.ArtifactDeployment, k shardKey) bool {
 // shard is relabelling each of its VectorDeployments; until the oldest has moved, those moved before it wait.
 func (r *Reconciler) checkShardKey(ctx context.Context, vd *konfidencev1.VectorDeployment) error {
 	list := &konfidencev1.VectorDeploymentList{}
-	if err := r.peers.List(ctx, list, client.InNamespace(vd.Namespace)); err != nil {
+	// Read, not changed: the cache's objects themselves, rather than a copy of every VectorDeployment of the
+	// namespace on every reconcile.
+	if err := r.peers.List(ctx, list, client.InNamespace(vd.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing the VectorDeployments of namespace %s: %w", vd.Namespace, err)
 	}
 	oldest := vd
@@ -100,7 +102,7 @@ func trimToShardKey(obj any) (any, error) {
 // VectorDeployment whose shard key changed or that went away: the namespace's shard may be theirs now.
 func (r *Reconciler) refusedPeers(ctx context.Context, obj client.Object) []reconcile.Request {
 	list := &konfidencev1.VectorDeploymentList{}
-	if err := r.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request

@@ -115,7 +115,11 @@ func TestWatchFlagsNarrowTheVectorDeployments(t *testing.T) {
 	runtimeNS, otherNS := namespace(t, env.Client), namespace(t, env.Client)
 	t.Setenv("RUNTIME_NAMESPACE", runtimeNS)
 	o := parseRunOptions(t, "--watch-all-namespaces=false", "--watch-label-selector=shard=a")
-	cacheOptions, err := o.cacheOptions()
+	served, err := servedKinds(env.Config, env.Scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheOptions, err := o.cacheOptions(served)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,18 +168,21 @@ func TestWatchFlagsNarrowTheVectorDeployments(t *testing.T) {
 // TestWatchAllNamespacesFalseNeedsTheRuntimeNamespace: without RUNTIME_NAMESPACE there is nothing to narrow to.
 func TestWatchAllNamespacesFalseNeedsTheRuntimeNamespace(t *testing.T) {
 	t.Setenv("RUNTIME_NAMESPACE", "")
-	if _, err := parseRunOptions(t, "--watch-all-namespaces=false").cacheOptions(); err == nil {
+	if _, err := parseRunOptions(t, "--watch-all-namespaces=false").cacheOptions(everyKind); err == nil {
 		t.Fatal("--watch-all-namespaces=false was accepted without RUNTIME_NAMESPACE")
 	}
 }
 
+// everyKind has every kind served, for cache options built without an API server.
+func everyKind(client.Object) bool { return true }
+
 // TestWatchLabelSelectorMustParse: a selector that does not parse is an error at start; one that does narrows
 // every kind that carries the shard key.
 func TestWatchLabelSelectorMustParse(t *testing.T) {
-	if _, err := parseRunOptions(t, "--watch-label-selector=a in (").cacheOptions(); err == nil {
+	if _, err := parseRunOptions(t, "--watch-label-selector=a in (").cacheOptions(everyKind); err == nil {
 		t.Fatal("an unparsable --watch-label-selector was accepted")
 	}
-	opts, err := parseRunOptions(t, "--watch-label-selector=shard=a").cacheOptions()
+	opts, err := parseRunOptions(t, "--watch-label-selector=shard=a").cacheOptions(everyKind)
 	if err != nil {
 		t.Fatal(err)
 	}

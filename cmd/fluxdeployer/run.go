@@ -29,6 +29,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -173,7 +174,11 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	cacheOptions, err := o.cacheOptions()
+	served, err := servedKinds(cfg, scheme)
+	if err != nil {
+		return nil, err
+	}
+	cacheOptions, err := o.cacheOptions(served)
 	if err != nil {
 		return nil, err
 	}
@@ -243,8 +248,11 @@ func (o runOptions) watchNamespace() (string, error) {
 // cacheOptions narrow what the manager watches as --watch-all-namespaces and --watch-label-selector ask. The
 // label selector applies to every kind that carries the shard key: VectorDeployments, the ArtifactDeployments
 // they create and the Flux objects the Flux deployer applies, which get it from them. HelmCharts are not
-// narrowed: helm-controller creates them without the HelmRelease's labels.
-func (o runOptions) cacheOptions() (cache.Options, error) {
+// narrowed: helm-controller creates them without the HelmRelease's labels. A kind the API server does not serve
+// at start (a Flux CRD installed later) is not narrowed either, since the cache cannot be configured for it: it
+// is cached whole, which costs memory, not correctness, as its objects lead only to ArtifactDeployments, and those
+// are narrowed.
+func (o runOptions) cacheOptions(served func(client.Object) bool) (cache.Options, error) {
 	selector, err := o.shard()
 	if err != nil {
 		return cache.Options{}, err
@@ -254,8 +262,30 @@ func (o runOptions) cacheOptions() (cache.Options, error) {
 		return cache.Options{}, err
 	}
 	opts := operating.CacheOptions(selector, watchNamespace, fluxdeployer.TrimFluxStatus)
-	operating.NarrowToShard(&opts, selector, append([]client.Object{&konfidencev1.ArtifactDeployment{}}, fluxdeployer.OwnedObjects()...)...)
+	sharded := []client.Object{&konfidencev1.ArtifactDeployment{}}
+	for _, obj := range fluxdeployer.OwnedObjects() {
+		if served(obj) {
+			sharded = append(sharded, obj)
+		}
+	}
+	operating.NarrowToShard(&opts, selector, sharded...)
 	return opts, nil
+}
+
+// servedKinds tells which kinds of the scheme the API server serves now.
+func servedKinds(cfg *rest.Config, scheme *runtime.Scheme) (func(client.Object) bool, error) {
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return func(obj client.Object) bool {
+		_, err := apiutil.IsObjectNamespaced(obj, scheme, mapper)
+		return err == nil
+	}, nil
 }
 
 // shard is the selector of --watch-label-selector; nil without one.

@@ -121,7 +121,9 @@ func (o *runOptions) bindFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.watch.AllNamespaces, "watch-all-namespaces", true,
 		"watch VectorDeployments and ArtifactDeployments in all namespaces; false watches only the runtime namespace (RUNTIME_NAMESPACE)")
 	f.StringVar(&o.watch.LabelSelector, "watch-label-selector", "",
-		"watch and reconcile only the objects with matching labels, of every kind that carries the shard key (VectorDeployments, ArtifactDeployments, the Flux objects the operator applies), e.g. 'sharding.fluxcd.io/key in (shard1)'; the leader election ID is suffixed with a hash of it")
+		"watch and reconcile only the objects with matching labels, of every kind that carries the shard key (VectorDeployments, "+
+			"ArtifactDeployments, the Flux objects the operator applies), e.g. 'sharding.fluxcd.io/key in (shard1)'; "+
+			"the leader election ID is suffixed with a hash of it")
 	o.kubeAPI.BindFlags(f)
 	o.featureGates.BindFlags(f)
 	o.leaderElection.BindFlags(f)

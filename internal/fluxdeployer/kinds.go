@@ -167,8 +167,9 @@ func ownedFluxKinds() []*fluxKind {
 // OwnedObjects returns an empty object of each kind the deployer writes: they carry their ArtifactDeployment's
 // shard key, so a sharded operator narrows its cache of them to its shard.
 func OwnedObjects() []client.Object {
-	var objs []client.Object
-	for _, k := range ownedFluxKinds() {
+	owned := ownedFluxKinds()
+	objs := make([]client.Object, 0, len(owned))
+	for _, k := range owned {
 		objs = append(objs, k.new())
 	}
 	return objs

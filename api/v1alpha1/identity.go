@@ -16,6 +16,16 @@ const (
 	// TargetNameConflictReason: another ArtifactDeployment, created earlier, deploys under the same Helm release
 	// name or Kustomization name suffix into the same target namespace; nothing is applied for this one.
 	TargetNameConflictReason = "TargetNameConflict"
+	// ShardKeyConflictReason: the VectorDeployment's sharding.fluxcd.io/key differs from that of the oldest
+	// VectorDeployment of its namespace. Every VectorDeployment of a namespace is in one shard, so that the
+	// ArtifactDeployments they share and the workload names they claim are seen by one instance; nothing is
+	// created, adopted or relabelled for this one until the keys agree.
+	ShardKeyConflictReason = "ShardKeyConflict"
+
+	// ShardKeyLabel is Flux's sharding label: an operator started with --watch-label-selector reconciles only the
+	// objects whose value it selects. A VectorDeployment's value is copied onto its ArtifactDeployments and by the
+	// Flux deployer onto their Flux objects, so that the shards of the operator and of Flux's controllers line up.
+	ShardKeyLabel = "sharding.fluxcd.io/key"
 
 	// ArtifactSourceAnnotation records what an ArtifactDeployment was built from: the component version's OCM
 	// reference pinned by digest, its repository spelled one way. Adoption requires the same source.

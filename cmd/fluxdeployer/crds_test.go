@@ -129,19 +129,19 @@ func waitForReason(t *testing.T, c client.Client, ad *konfidencev1.ArtifactDeplo
 	})
 }
 
-func assertWarning(t *testing.T, c client.Client, ad *konfidencev1.ArtifactDeployment, reason string) {
+func assertWarning(t *testing.T, c client.Client, obj client.Object, reason string) {
 	t.Helper()
 	testenv.Eventually(t, 30*time.Second, func() error {
 		events := &corev1.EventList{}
-		if err := c.List(context.Background(), events, client.InNamespace(ad.Namespace)); err != nil {
+		if err := c.List(context.Background(), events, client.InNamespace(obj.GetNamespace())); err != nil {
 			return err
 		}
 		for _, e := range events.Items {
-			if e.InvolvedObject.Name == ad.Name && e.Reason == reason && e.Type == corev1.EventTypeWarning {
+			if e.InvolvedObject.Name == obj.GetName() && e.Reason == reason && e.Type == corev1.EventTypeWarning {
 				return nil
 			}
 		}
-		return fmt.Errorf("no %s warning event on %s", reason, ad.Name)
+		return fmt.Errorf("no %s warning event on %s", reason, obj.GetName())
 	})
 }
 

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -130,7 +132,11 @@ func TestWatchFlagsNarrowTheVectorDeployments(t *testing.T) {
 	runtimeNS, otherNS := namespace(t, env.Client), namespace(t, env.Client)
 	t.Setenv("RUNTIME_NAMESPACE", runtimeNS)
 	o := parseRunOptions(t, "--watch-all-namespaces=false", "--watch-label-selector=shard=a")
-	cacheOptions, err := o.cacheOptions()
+	served, err := servedKinds(env.Config, env.Scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheOptions, err := o.cacheOptions(served)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,31 +197,44 @@ func TestWatchFlagsNarrowTheVectorDeployments(t *testing.T) {
 // TestWatchAllNamespacesFalseNeedsTheRuntimeNamespace: without RUNTIME_NAMESPACE there is nothing to narrow to.
 func TestWatchAllNamespacesFalseNeedsTheRuntimeNamespace(t *testing.T) {
 	t.Setenv("RUNTIME_NAMESPACE", "")
-	if _, err := parseRunOptions(t, "--watch-all-namespaces=false").cacheOptions(); err == nil {
+	if _, err := parseRunOptions(t, "--watch-all-namespaces=false").cacheOptions(everyKind); err == nil {
 		t.Fatal("--watch-all-namespaces=false was accepted without RUNTIME_NAMESPACE")
 	}
 }
 
-// TestWatchLabelSelectorMustParse: a selector that does not parse is an error at start.
+// everyKind has every kind served, for cache options built without an API server.
+func everyKind(client.Object) bool { return true }
+
+// TestWatchLabelSelectorMustParse: a selector that does not parse is an error at start; one that does narrows
+// every kind that carries the shard key.
 func TestWatchLabelSelectorMustParse(t *testing.T) {
-	if _, err := parseRunOptions(t, "--watch-label-selector=a in (").cacheOptions(); err == nil {
+	if _, err := parseRunOptions(t, "--watch-label-selector=a in (").cacheOptions(everyKind); err == nil {
 		t.Fatal("an unparsable --watch-label-selector was accepted")
 	}
-	opts, err := parseRunOptions(t, "--watch-label-selector=shard=a").cacheOptions()
+	opts, err := parseRunOptions(t, "--watch-label-selector=shard=a").cacheOptions(everyKind)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// ByObject is keyed by pointer, so the VectorDeployment entry is found by type.
+	// Every kind that carries the shard key is narrowed; HelmCharts, which helm-controller creates without it,
+	// are not. ByObject is keyed by pointer, so the entries are found by type.
+	narrowed := map[string]bool{}
 	for obj, by := range opts.ByObject {
-		if _, ok := obj.(*konfidencev1.VectorDeployment); !ok {
+		kind := fmt.Sprintf("%T", obj)
+		if by.Label == nil {
 			continue
 		}
+		narrowed[kind] = true
 		if by.Label.Matches(labels.Set{"shard": "b"}) || !by.Label.Matches(labels.Set{"shard": "a"}) {
-			t.Errorf("the VectorDeployment selector %v is not shard=a", by.Label)
+			t.Errorf("the %s selector %v is not shard=a", kind, by.Label)
 		}
-		return
 	}
-	t.Error("no VectorDeployment entry in the cache options")
+	want := map[string]bool{}
+	for _, obj := range append([]client.Object{&konfidencev1.VectorDeployment{}, &konfidencev1.ArtifactDeployment{}}, fluxdeployer.OwnedObjects()...) {
+		want[fmt.Sprintf("%T", obj)] = true
+	}
+	if len(want) != 6 || !maps.Equal(narrowed, want) {
+		t.Errorf("narrowed kinds %v, want %v", slices.Sorted(maps.Keys(narrowed)), slices.Sorted(maps.Keys(want)))
+	}
 }
 
 func namespace(t *testing.T, c client.Client) string {

@@ -22,11 +22,14 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -118,7 +121,9 @@ func (o *runOptions) bindFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.watch.AllNamespaces, "watch-all-namespaces", true,
 		"watch VectorDeployments and ArtifactDeployments in all namespaces; false watches only the runtime namespace (RUNTIME_NAMESPACE)")
 	f.StringVar(&o.watch.LabelSelector, "watch-label-selector", "",
-		"reconcile only the VectorDeployments with matching labels, e.g. 'sharding.fluxcd.io/shard=shard1'")
+		"watch and reconcile only the objects with matching labels, of every kind that carries the shard key (VectorDeployments, "+
+			"ArtifactDeployments, the Flux objects the operator applies), e.g. 'sharding.fluxcd.io/key in (shard1)'; "+
+			"the leader election ID is suffixed with a hash of it")
 	o.kubeAPI.BindFlags(f)
 	o.featureGates.BindFlags(f)
 	o.leaderElection.BindFlags(f)
@@ -171,7 +176,11 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	cacheOptions, err := o.cacheOptions()
+	served, err := servedKinds(cfg, scheme)
+	if err != nil {
+		return nil, err
+	}
+	cacheOptions, err := o.cacheOptions(served)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +191,7 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr, ExtraHandlers: pprof.GetHandlers()},
 		HealthProbeBindAddress: o.healthAddr,
 		LeaderElection:         o.leaderElection.Enable,
-		LeaderElectionID:       "fluxdeployer.konfidence.cloud",
+		LeaderElectionID:       o.leaderElectionID(),
 		// As Flux's controllers: the namespace the Deployment runs in; empty falls back to the in-cluster
 		// ServiceAccount's namespace.
 		LeaderElectionNamespace:       o.shared.RuntimeNamespace,
@@ -213,6 +222,9 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 	shared.Metrics = reconcileMetrics()
 	shared.WatchNamespace = watchNamespace
 	handOverFinalizers(o.setups, o.controllers)
+	if shared.Shard, err = o.shard(); err != nil {
+		return nil, err
+	}
 	for _, name := range o.controllers {
 		if err := o.setups[name].SetupWithManager(mgr, shared); err != nil {
 			return nil, fmt.Errorf("setting up controller %s: %w", name, err)
@@ -237,16 +249,68 @@ func (o runOptions) watchNamespace() (string, error) {
 }
 
 // cacheOptions narrow what the manager watches as --watch-all-namespaces and --watch-label-selector ask. The
-// label selector applies to VectorDeployments only: the ArtifactDeployments they create do not carry their
-// labels, and are followed through their owner.
-func (o runOptions) cacheOptions() (cache.Options, error) {
-	selector, err := fluxcontroller.GetWatchSelector(o.watch)
+// label selector applies to every kind that carries the shard key: VectorDeployments, the ArtifactDeployments
+// they create and the Flux objects the Flux deployer applies, which get it from them. HelmCharts are not
+// narrowed: helm-controller creates them without the HelmRelease's labels. A kind the API server does not serve
+// at start (a Flux CRD installed later) is not narrowed either, since the cache cannot be configured for it: it
+// is cached whole, which costs memory, not correctness, as its objects lead only to ArtifactDeployments, and those
+// are narrowed.
+func (o runOptions) cacheOptions(served func(client.Object) bool) (cache.Options, error) {
+	selector, err := o.shard()
 	if err != nil {
-		return cache.Options{}, fmt.Errorf("parsing --watch-label-selector: %w", err)
+		return cache.Options{}, err
 	}
 	watchNamespace, err := o.watchNamespace()
 	if err != nil {
 		return cache.Options{}, err
 	}
-	return operating.CacheOptions(selector, watchNamespace, fluxdeployer.TrimFluxStatus), nil
+	opts := operating.CacheOptions(selector, watchNamespace, fluxdeployer.TrimFluxStatus)
+	sharded := []client.Object{&konfidencev1.ArtifactDeployment{}}
+	for _, obj := range fluxdeployer.OwnedObjects() {
+		if served(obj) {
+			sharded = append(sharded, obj)
+		}
+	}
+	operating.NarrowToShard(&opts, selector, sharded...)
+	return opts, nil
+}
+
+// servedKinds tells which kinds of the scheme the API server serves now.
+func servedKinds(cfg *rest.Config, scheme *runtime.Scheme) (func(client.Object) bool, error) {
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return func(obj client.Object) bool {
+		_, err := apiutil.IsObjectNamespaced(obj, scheme, mapper)
+		return err == nil
+	}, nil
+}
+
+// shard is the selector of --watch-label-selector; nil without one.
+func (o runOptions) shard() (labels.Selector, error) {
+	if o.watch.LabelSelector == "" {
+		return nil, nil
+	}
+	selector, err := fluxcontroller.GetWatchSelector(o.watch)
+	if err != nil {
+		return nil, fmt.Errorf("parsing --watch-label-selector: %w", err)
+	}
+	return selector, nil
+}
+
+// leaderElectionID is the name of the leader election Lease: one per shard, suffixed as Flux's controllers suffix
+// theirs with a hash of --watch-label-selector, so that the instances of different shards do not wait for one
+// another's Lease while the replicas of one shard still elect one leader. Without a selector it is the name it
+// always had, so that a rolling update of an unsharded install hands the Lease on.
+func (o runOptions) leaderElectionID() string {
+	const id = "fluxdeployer.konfidence.cloud"
+	if o.watch.LabelSelector == "" {
+		return id
+	}
+	return leaderelection.GenerateID(id, o.watch.LabelSelector)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -85,6 +86,23 @@ func (r *Reconciler) checkClaim(ctx context.Context, cfg config, ad *konfidencev
 		}
 	}
 	return nil
+}
+
+// trimToClaim keeps, of an ArtifactDeployment in the cache of every shard's (see operating.AcrossShards), what a
+// claim is decided by: its name, namespace, creation and deletion, and manifest type. Claims span namespaces
+// when a targetNamespace gathers their workloads, and so span shards; the ArtifactDeployments of the others are
+// held this small.
+func trimToClaim(obj any) (any, error) {
+	ad, ok := obj.(*konfidencev1.ArtifactDeployment)
+	if !ok {
+		return obj, nil
+	}
+	return &konfidencev1.ArtifactDeployment{
+		TypeMeta: ad.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: ad.Name, Namespace: ad.Namespace, UID: ad.UID, ResourceVersion: ad.ResourceVersion,
+			CreationTimestamp: ad.CreationTimestamp, DeletionTimestamp: ad.DeletionTimestamp},
+		Spec: konfidencev1.ArtifactDeploymentSpec{Manifest: konfidencev1.ArtifactManifest{Type: ad.Spec.Manifest.Type}},
+	}, nil
 }
 
 // claimants lists the live ArtifactDeployments of a workload name, in every namespace.

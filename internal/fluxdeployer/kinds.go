@@ -167,6 +167,17 @@ func ownedFluxKinds() []*fluxKind {
 	return owned
 }
 
+// OwnedObjects returns an empty object of each kind the deployer writes: they carry their ArtifactDeployment's
+// shard key, so a sharded operator narrows its cache of them to its shard.
+func OwnedObjects() []client.Object {
+	owned := ownedFluxKinds()
+	objs := make([]client.Object, 0, len(owned))
+	for _, k := range owned {
+		objs = append(objs, k.new())
+	}
+	return objs
+}
+
 // kindNamed returns the kind called name, or nil.
 func kindNamed(name string) *fluxKind {
 	for _, k := range fluxKindTable {

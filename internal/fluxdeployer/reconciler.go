@@ -26,7 +26,7 @@ type Reconciler struct {
 	secrets       *secretPresence
 	configReader  client.Reader // holds only the configuration ConfigMap
 	serviceReader client.Reader // holds only Services labelled with an ArtifactDeployment
-	claims        client.Reader // ArtifactDeployments indexed by workloadNameIndex (the manager's cache)
+	claims        client.Reader // ArtifactDeployments of every shard, indexed by workloadNameIndex (see trimToClaim)
 	scheme        *runtime.Scheme
 	recorder      kuberecorder.EventRecorder
 	metrics       operating.ReconcileMetrics

@@ -91,7 +91,11 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 	if err != nil {
 		return nil, err
 	}
-	if err := indexWorkloadNames(context.Background(), mgr.GetCache()); err != nil {
+	claims, err := shared.AcrossShards(mgr, &konfidencev1.ArtifactDeployment{}, trimToClaim)
+	if err != nil {
+		return nil, err
+	}
+	if err := indexWorkloadNames(context.Background(), claims); err != nil {
 		return nil, err
 	}
 	recorder, err := shared.NewEventRecorder(mgr, ControllerName)
@@ -104,7 +108,7 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		secrets:       newSecretPresence(mgr.GetAPIReader()),
 		configReader:  narrow,
 		serviceReader: narrow,
-		claims:        mgr.GetClient(),
+		claims:        claims,
 		scheme:        mgr.GetScheme(),
 		recorder:      recorder,
 		metrics:       shared.DurationMetrics(mgr, "ArtifactDeployment"),
@@ -118,8 +122,10 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		WithOptions(shared.ControllerOptions()).
 		For(&konfidencev1.ArtifactDeployment{}, builder.WithPredicates(
 			predicate.NewPredicateFuncs(func(obj client.Object) bool { return handled(obj.(*konfidencev1.ArtifactDeployment)) }),
-			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&konfidencev1.ArtifactDeployment{}, handler.EnqueueRequestsFromMapFunc(r.releasedClaims), builder.WithPredicates(onDelete)).
+			// A changed shard key is applied to the Flux objects.
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+		WatchesRawSource(source.Kind(claims, client.Object(&konfidencev1.ArtifactDeployment{}),
+			handler.EnqueueRequestsFromMapFunc(r.releasedClaims), onDelete)).
 		WatchesRawSource(source.Kind(narrow, &corev1.Service{}, handler.TypedEnqueueRequestsFromMapFunc(r.serviceOwner))).
 		WatchesRawSource(source.Kind(narrow, &corev1.ConfigMap{}, handler.TypedEnqueueRequestsFromMapFunc(r.everyArtifactDeployment))).
 		WatchesRawSource(source.Channel(appeared, handler.EnqueueRequestsFromMapFunc(

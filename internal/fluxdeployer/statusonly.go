@@ -21,6 +21,7 @@ import (
 // status moved. Every status change of a Flux object requeues its ArtifactDeployment, so this is most reconciles.
 type lastApply struct {
 	generation    int64  // of the ArtifactDeployment
+	shard         string // the ArtifactDeployment's shard key, which its Flux objects carry
 	request       string // the reconcile request handled
 	configVersion string // the ConfigMap's resourceVersion
 	at            time.Time
@@ -70,7 +71,7 @@ func (l *lastApplies) forget(key types.NamespacedName) {
 // rememberApply records a full reconcile that applied its Flux objects and passed ad's suspend and reconcile request
 // on to them.
 func (r *Reconciler) rememberApply(ad *konfidencev1.ArtifactDeployment, cfg config, t target, secrets map[string]bool, applied []fluxObject) error {
-	a := lastApply{generation: ad.Generation, request: ad.Status.GetLastHandledReconcileRequest(), configVersion: cfg.version,
+	a := lastApply{generation: ad.Generation, shard: ad.Labels[konfidencev1.ShardKeyLabel], request: ad.Status.GetLastHandledReconcileRequest(), configVersion: cfg.version,
 		at: time.Now(), interval: cfg.interval, target: t, secrets: secrets}
 	for _, obj := range applied {
 		k, err := kindOf(obj)
@@ -84,7 +85,7 @@ func (r *Reconciler) rememberApply(ad *konfidencev1.ArtifactDeployment, cfg conf
 }
 
 // statusOnly returns the last full reconcile of ad and its Flux objects as the cache holds them, when nothing the
-// deployer decides can have changed since: ad's generation and reconcile request, the ConfigMap, which of the
+// deployer decides can have changed since: ad's generation, shard key and reconcile request, the ConfigMap, which of the
 // Secrets it looked for exist (answers shared as for a full reconcile, see secretPresence) and, of each Flux object,
 // what decidedDigest covers are as they were, and the last full reconcile is less than an interval ago, as Flux's
 // controllers reconcile in full every interval. A remote target is checked in every reconcile (checkTarget reads its
@@ -93,7 +94,7 @@ func (r *Reconciler) rememberApply(ad *konfidencev1.ArtifactDeployment, cfg conf
 // makes it a full reconcile, which reports the failure.
 func (r *Reconciler) statusOnly(ctx context.Context, ad *konfidencev1.ArtifactDeployment) (lastApply, []fluxObject, bool) {
 	last, ok := r.applied.get(client.ObjectKeyFromObject(ad))
-	if !ok || last.generation != ad.Generation || last.request != ad.Status.GetLastHandledReconcileRequest() ||
+	if !ok || last.generation != ad.Generation || last.shard != ad.Labels[konfidencev1.ShardKeyLabel] || last.request != ad.Status.GetLastHandledReconcileRequest() ||
 		time.Since(last.at) >= last.interval || last.target.kubeConfig != nil {
 		return lastApply{}, nil, false
 	}

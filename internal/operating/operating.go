@@ -49,6 +49,9 @@ type Options struct {
 	// Metrics records gotk_reconcile_duration_seconds and, for VectorDeployments, gotk_reconcile_condition and
 	// gotk_suspend_status; nil records nothing.
 	Metrics *metrics.Recorder
+	// Shard selects the objects of this instance's shard (--watch-label-selector); nil: the operator is not
+	// sharded, and its cache holds every object of the kinds it watches.
+	Shard labels.Selector
 	// SkipNameValidation lets several managers in one process (benchmarks, tests) register controllers of the
 	// same name.
 	SkipNameValidation bool

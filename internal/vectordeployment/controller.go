@@ -21,7 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
@@ -35,6 +37,8 @@ type Reconciler struct {
 	client.Client
 	// APIReader reads around the cache, where a stale read would misjudge a name as free or taken.
 	APIReader client.Reader
+	// peers holds the VectorDeployments of every shard, for checkShardKey.
+	peers client.Reader
 	// OCM reads and verifies the vectors.
 	OCM *ocm.Client
 	// Credentials says which registry credentials each VectorDeployment's reads present.
@@ -107,7 +111,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		vd.Status.SetLastHandledReconcileRequest(requested)
 	}
 	var end ending
-	if synced, ok := r.statusOnly(vd, bypassCache); ok {
+	if err := r.checkShardKey(ctx, vd); err != nil {
+		r.synced.Delete(req.NamespacedName)
+		end = ending{err: err}
+	} else if synced, ok := r.statusOnly(vd, bypassCache); ok {
 		end = r.reconcileStatus(ctx, vd, synced)
 	} else {
 		end = r.reconcile(ctx, vd, bypassCache)
@@ -184,7 +191,7 @@ func (r *Reconciler) reconcile(ctx context.Context, vd *konfidencev1.VectorDeplo
 	s := summarize(artifacts, slots)
 	r.report(vd, artifacts, s)
 	if s.outcome == nil && len(slots) == len(artifacts) {
-		r.synced.Store(client.ObjectKeyFromObject(vd), syncedSpec{generation: vd.Generation, slots: resultingSlots(vd, slots),
+		r.synced.Store(client.ObjectKeyFromObject(vd), syncedSpec{generation: vd.Generation, shard: shardKeyOf(vd), slots: resultingSlots(vd, slots),
 			downloaded: conditions.Get(vd, konfidencev1.VectorDownloadedCondition).DeepCopy()})
 	} else {
 		r.synced.Delete(client.ObjectKeyFromObject(vd))
@@ -218,6 +225,7 @@ func (r *Reconciler) ended(s summary, artifacts []ResolvedArtifact, slots map[st
 // an ArtifactDeployment, for this generation of its spec.
 type syncedSpec struct {
 	generation int64
+	shard      shardKey // the ArtifactDeployments carry it
 	// slots are the status entries of the artifacts' slots, by component.
 	slots map[string]konfidencev1.ResultingArtifactDeployment
 	// downloaded is the VectorDownloaded condition the reconcile set.
@@ -235,18 +243,19 @@ func (r *Reconciler) statusOnly(vd *konfidencev1.VectorDeployment, requested boo
 		return syncedSpec{}, false
 	}
 	synced, _ := v.(syncedSpec)
-	return synced, synced.generation == vd.Generation
+	return synced, synced.generation == vd.Generation && synced.shard == shardKeyOf(vd)
 }
 
 // reconcileStatus summarizes vd from its ArtifactDeployments as the cache has them, without reading the vector or
-// writing anything but the status. An ArtifactDeployment that is gone, going or no longer vd's makes it a full
-// reconcile: that one is to be created again, or adopted.
+// writing anything but the status. An ArtifactDeployment that is gone, going, no longer vd's or not in vd's shard
+// makes it a full reconcile: that one is to be created again, adopted or relabelled.
 func (r *Reconciler) reconcileStatus(ctx context.Context, vd *konfidencev1.VectorDeployment, synced syncedSpec) ending {
 	slots := make(map[string]slotResult, len(synced.slots))
 	artifacts := make([]ResolvedArtifact, 0, len(synced.slots))
 	for component, entry := range synced.slots {
 		ad := &konfidencev1.ArtifactDeployment{}
-		if err := r.Get(ctx, client.ObjectKey{Namespace: vd.Namespace, Name: entry.Name}, ad); err != nil || !ad.DeletionTimestamp.IsZero() || !IsOwnedBy(ad, vd) {
+		if err := r.Get(ctx, client.ObjectKey{Namespace: vd.Namespace, Name: entry.Name}, ad); err != nil || !ad.DeletionTimestamp.IsZero() || !IsOwnedBy(ad, vd) ||
+			shardKeyOf(ad) != synced.shard {
 			r.synced.Delete(client.ObjectKeyFromObject(vd))
 			return r.reconcile(ctx, vd, false)
 		}
@@ -359,7 +368,7 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 		hashLength:        naming.HashLength,
 		maxArtifacts:      konfidencev1.MaxArtifactsPerVector,
 	}
-	return r.setupWithManager(mgr, shared.ControllerOptions())
+	return r.setupWithManager(mgr, shared, shared.ControllerOptions())
 }
 
 // componentIndex indexes ArtifactDeployments by their component annotation, so that one created by Konfidence,
@@ -367,7 +376,12 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 // identityIndex, for lookups within a namespace.
 const componentIndex = "metadata.annotations." + konfidencev1.ArtifactComponentAnnotation
 
-func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+func (r *Reconciler) setupWithManager(mgr ctrl.Manager, shared operating.Options, opts controller.Options) error {
+	peers, err := shared.AcrossShards(mgr, &konfidencev1.VectorDeployment{}, trimToShardKey)
+	if err != nil {
+		return err
+	}
+	r.peers = peers
 	if err := indexIdentity(mgr); err != nil {
 		return err
 	}
@@ -378,9 +392,12 @@ func (r *Reconciler) setupWithManager(mgr ctrl.Manager, opts controller.Options)
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
+		// A changed shard key moves the ArtifactDeployments with the VectorDeployment.
 		For(&konfidencev1.VectorDeployment{}, builder.WithPredicates(
-			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Watches(&konfidencev1.ArtifactDeployment{}, artifactDeploymentChanges()).
+		WatchesRawSource(source.Kind(peers, client.Object(&konfidencev1.VectorDeployment{}),
+			handler.EnqueueRequestsFromMapFunc(r.refusedPeers), predicate.LabelChangedPredicate{})).
 		WithOptions(opts).
 		Complete(r)
 }

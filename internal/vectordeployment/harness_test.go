@@ -126,11 +126,12 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 		r.reconciled = o.reconciles.add
 	}
 	// Several managers live in one test binary, so the controller name repeats.
-	opts := operating.Options{Concurrent: 2, SkipNameValidation: true}.ControllerOptions()
+	shared := operating.Options{Concurrent: 2, SkipNameValidation: true}
+	opts := shared.ControllerOptions()
 	if o.queue != nil {
 		opts.NewQueue = o.queue.New
 	}
-	if err := r.setupWithManager(mgr, opts); err != nil {
+	if err := r.setupWithManager(mgr, shared, opts); err != nil {
 		t.Fatal(err)
 	}
 	return testenv.RunManager(t, mgr)

@@ -154,6 +154,13 @@ func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDe
 	if err != nil {
 		return slotResult{}, err
 	}
+	recorded, err := r.recordedUnderOtherName(ctx, vd, id, desired.Name)
+	if err != nil {
+		return slotResult{}, err
+	}
+	if recorded != nil {
+		return r.adopt(ctx, vd, id, a.Source, recorded, collisionCount)
+	}
 	r.addDeployerFinalizer(desired)
 	namesBuilt.Inc()
 	name := desired.Name
@@ -194,6 +201,28 @@ func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDe
 	r.event(vd, corev1.EventTypeWarning, konfidencev1.ArtifactDeploymentHashCollisionReason, "%s", msg)
 	log.FromContext(ctx).Info("ArtifactDeployment name collision", "artifactDeployment", name, "component", id.component, "version", id.version, "collisionCount", collisionCount)
 	return result, nil
+}
+
+// recordedUnderOtherName returns the ArtifactDeployment vd's status records for the slot of id when the cache does
+// not hold it and its name is not the one computed: one adopted under whatever name it had, which is still in
+// another shard's cache while vd moves to this one. Creating under the computed name would deploy it twice; an
+// ArtifactDeployment of the computed name is found by the creation's conflict instead.
+func (r *Reconciler) recordedUnderOtherName(ctx context.Context, vd *konfidencev1.VectorDeployment, id identity, computed string) (*konfidencev1.ArtifactDeployment, error) {
+	name := vd.Status.ResultingArtifactDeployments[id.component].Name
+	if name == "" || name == computed {
+		return nil, nil
+	}
+	ad := &konfidencev1.ArtifactDeployment{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: vd.Namespace, Name: name}, ad); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading ArtifactDeployment %s of %s: %w", name, id, err)
+	}
+	if !id.matches(ad) || !ad.DeletionTimestamp.IsZero() {
+		return nil, nil
+	}
+	return ad, nil
 }
 
 // counterMovedOn tells whether the API server already holds a higher collision count for the slot than the one
@@ -260,11 +289,14 @@ func (r *Reconciler) adopt(ctx context.Context, vd *konfidencev1.VectorDeploymen
 	result := slotResult{outcome: adopted, name: ad.Name, collisionCount: max(collisionCount, collisionCountOf(ad)), deployment: ad}
 	labelled := ad.Labels[konfidencev1.ArtifactIdentityLabel] == id.label()
 	owned := IsOwnedBy(ad, vd)
-	if owned && hasSource && labelled {
+	if owned && hasSource && labelled && shardKeyOf(ad) == shardKeyOf(vd) {
 		return result, nil
 	}
 	before := ad.DeepCopy()
 	metav1.SetMetaDataAnnotation(&ad.ObjectMeta, konfidencev1.ArtifactSourceAnnotation, source)
+	// The ArtifactDeployment follows its VectorDeployments into their shard: checkShardKey keeps all owners of
+	// one in one shard.
+	moved := setShardKey(ad, shardKeyOf(vd))
 	if err := setOwner(r.Scheme(), vd, id, ad); err != nil {
 		return slotResult{}, err
 	}
@@ -276,7 +308,8 @@ func (r *Reconciler) adopt(ctx context.Context, vd *konfidencev1.VectorDeploymen
 		return slotResult{}, fmt.Errorf("adopting ArtifactDeployment %s: %w", ad.Name, err)
 	}
 	if owned {
-		log.FromContext(ctx).Info("recorded the source and identity label of ArtifactDeployment", "artifactDeployment", ad.Name, "source", source)
+		log.FromContext(ctx).Info("recorded the source, identity label and shard key of ArtifactDeployment", "artifactDeployment", ad.Name,
+			"source", source, "moved", moved)
 		return result, nil
 	}
 	adoptions.Inc()
@@ -350,5 +383,6 @@ func newArtifactDeployment(vd *konfidencev1.VectorDeployment, a Artifact, id ide
 		},
 	}
 	metav1.SetMetaDataAnnotation(&ad.ObjectMeta, konfidencev1.ArtifactSourceAnnotation, a.Source)
+	setShardKey(ad, shardKeyOf(vd))
 	return ad
 }

@@ -42,8 +42,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 
-{{/* The args of `fluxdeployer run` for one Deployment: dict root (the chart's context), leaderElection,
-controllers and selector (both optional, set by the chart for shards) besides .Values.flags. */}}
+{{/* The args of `fluxdeployer run` for one Deployment: dict root (the chart's context), leaderElection and
+selector (optional, set by the chart for shards) besides .Values.flags. */}}
 {{- define "fluxdeployer.args" -}}
 {{- $v := .root.Values -}}
 - run
@@ -52,9 +52,6 @@ controllers and selector (both optional, set by the chart for shards) besides .V
 {{- end }}
 - --metrics-addr=:8080
 - --health-addr=:9440
-{{- with .controllers }}
-- {{ printf "--controllers=%s" . | quote }}
-{{- end }}
 {{- with .selector }}
 - {{ printf "--watch-label-selector=%s" . | quote }}
 {{- end }}

@@ -184,15 +184,15 @@ func TestChartValues(t *testing.T) {
 					t.Fatalf("no Deployment fluxdeployer-%s in %v", shard, keys(objs))
 				}
 				args := container(t, objs, "fluxdeployer-"+shard)["args"].([]any)
-				want := []any{"run", "--metrics-addr=:8080", "--health-addr=:9440", "--controllers=vectordeployment",
+				want := []any{"run", "--enable-leader-election", "--metrics-addr=:8080", "--health-addr=:9440",
 					"--watch-label-selector=sharding.fluxcd.io/key in (" + shard + ")"}
 				if d := cmp.Diff(want, args); d != "" {
 					t.Errorf("shard %s args (-want +got):\n%s", shard, d)
 				}
+				// Leader election per shard: the replicas and the rolling update of the main Deployment.
 				replicas, _, _ := unstructured.NestedFieldNoCopy(d.Object, "spec", "replicas")
-				strategy, _, _ := unstructured.NestedString(d.Object, "spec", "strategy", "type")
-				if fmt.Sprint(replicas) != "1" || strategy != "Recreate" {
-					t.Errorf("shard %s: %v replicas, strategy %q; want 1 and Recreate (no leader election)", shard, replicas, strategy)
+				if _, set, _ := unstructured.NestedFieldNoCopy(d.Object, "spec", "strategy"); fmt.Sprint(replicas) != "1" || set {
+					t.Errorf("shard %s: %v replicas, strategy set %t; want the default replicas and strategy", shard, replicas, set)
 				}
 			}
 			// No Deployment selects another's pods; the metrics Service and the NetworkPolicy select all of them.

@@ -1,0 +1,59 @@
+package operating
+
+import (
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/labels"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// NarrowToShard narrows the manager's cache of each kind of objs to the objects shard selects, as Flux's
+// controllers narrow theirs with --watch-label-selector: an instance never sees, so never reconciles or writes,
+// another shard's objects. A nil shard leaves opts as they are. A kind opts already configures keeps its settings
+// besides the label selector.
+func NarrowToShard(opts *cache.Options, shard labels.Selector, objs ...client.Object) {
+	if shard == nil {
+		return
+	}
+	if opts.ByObject == nil {
+		opts.ByObject = map[client.Object]cache.ByObject{}
+	}
+	for _, obj := range objs {
+		key := obj
+		for configured := range opts.ByObject {
+			if reflect.TypeOf(configured) == reflect.TypeOf(obj) {
+				key = configured
+			}
+		}
+		byObject := opts.ByObject[key]
+		byObject.Label = shard
+		opts.ByObject[key] = byObject
+	}
+}
+
+// AcrossShards returns a cache of every object of obj's kind, whichever shard holds it, for the few decisions that
+// must see all of them (who claims a workload name first, which shard a namespace is in). Unsharded, that is the
+// manager's cache; sharded, a cache of its own that keeps of each object only what trim leaves, so that a shard
+// does not hold every shard's objects in full.
+func (o Options) AcrossShards(mgr ctrl.Manager, obj client.Object, trim toolscache.TransformFunc) (cache.Cache, error) {
+	if o.Shard == nil {
+		return mgr.GetCache(), nil
+	}
+	opts := cache.Options{
+		HTTPClient: mgr.GetHTTPClient(),
+		Scheme:     mgr.GetScheme(),
+		Mapper:     mgr.GetRESTMapper(),
+		ByObject:   map[client.Object]cache.ByObject{obj: {Transform: trim}},
+	}
+	if o.WatchNamespace != "" {
+		opts.DefaultNamespaces = map[string]cache.Config{o.WatchNamespace: {}}
+	}
+	all, err := cache.New(mgr.GetConfig(), opts)
+	if err != nil {
+		return nil, err
+	}
+	return all, mgr.Add(all)
+}

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
@@ -137,9 +136,8 @@ func recreated(obj client.Object, namespace string, owners map[types.UID]types.U
 	return copied
 }
 
-// createLandscape creates the ArtifactDeployments of the landscape with floorWorkers workers, and their Flux
-// objects when withFlux is set.
-func createLandscape(ctx context.Context, c client.Client, namespace string, l landscape, vectors []vector, withFlux bool) error {
+// createLandscape creates the ArtifactDeployments of the landscape with floorWorkers workers.
+func createLandscape(ctx context.Context, c client.Client, namespace string, l landscape, vectors []vector) error {
 	type job struct {
 		vd int
 		a  ocmtest.ComponentVersion
@@ -152,13 +150,12 @@ func createLandscape(ctx context.Context, c client.Client, namespace string, l l
 	}
 	return inParallel(len(jobs), func(i int) error {
 		uid := types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", jobs[i].vd))
-		return createArtifact(ctx, c, namespace, uid, jobs[i].a, withFlux)
+		return createArtifact(ctx, c, namespace, uid, jobs[i].a)
 	})
 }
 
-// createArtifact creates the ArtifactDeployment of artifact a for the VectorDeployment of uid, then, withFlux,
-// its Flux objects.
-func createArtifact(ctx context.Context, c client.Client, namespace string, uid types.UID, a ocmtest.ComponentVersion, withFlux bool) error {
+// createArtifact creates the ArtifactDeployment of artifact a for the VectorDeployment of uid.
+func createArtifact(ctx context.Context, c client.Client, namespace string, uid types.UID, a ocmtest.ComponentVersion) error {
 	name, hash, err := naming.ArtifactDeploymentName(a.Name, a.Version, string(uid), 0)
 	if err != nil {
 		return err
@@ -192,17 +189,6 @@ func createArtifact(ctx context.Context, c client.Client, namespace string, uid 
 	}
 	if err := c.Create(ctx, ad); err != nil {
 		return fmt.Errorf("creating ArtifactDeployment %s: %w", name, err)
-	}
-	if !withFlux {
-		return nil
-	}
-	for _, obj := range fluxObjects(ad) {
-		if err := controllerutil.SetControllerReference(ad, obj, c.Scheme()); err != nil {
-			return err
-		}
-		if err := c.Create(ctx, obj); err != nil {
-			return fmt.Errorf("creating %T %s: %w", obj, name, err)
-		}
 	}
 	return nil
 }

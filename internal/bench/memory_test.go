@@ -47,15 +47,10 @@ func benchmarkMemory(b *testing.B, l landscape) {
 	for b.Loop() {
 		ns := namespace(b, env, "memory-")
 		w := watch(b, env, ns)
-		if err := createLandscape(context.Background(), env.Client, ns, l, vectors, false); err != nil {
+		if err := createLandscape(context.Background(), env.Client, ns, l, vectors); err != nil {
 			b.Fatal(err)
 		}
-		metricsAddr := testenv.FreeAddr(b)
-		p, err := controlplane.StartProcess(kubeconfig, []string{"RUNTIME_NAMESPACE=fluxdeployer-system"}, bin, "run",
-			"--metrics-addr="+metricsAddr, "--health-addr="+testenv.FreeAddr(b), "--log-level=error")
-		if err != nil {
-			b.Fatal(err)
-		}
+		p, metricsAddr := startBinary(b, kubeconfig, bin)
 		start := time.Now()
 		took := w.waitFor(b, start, 2*convergeTimeout, l.artifacts, func(s state) error {
 			select {
@@ -78,30 +73,67 @@ func benchmarkMemory(b *testing.B, l landscape) {
 			}
 			return nil
 		})
-		status := procStatus(b, p.PID())
-		heap := scrape(b, metricsAddr, "go_memstats_heap_inuse_bytes")
-		// The heap profile's gc=1 collects garbage first: what is allocated then is what the process holds.
-		profile := getLocal(b, metricsAddr, "/debug/pprof/heap?gc=1")
-		live := scrape(b, metricsAddr, "go_memstats_heap_alloc_bytes")
-		if path := os.Getenv("BENCH_HEAPPROFILE"); path != "" {
-			if err := os.WriteFile(path, profile, 0o600); err != nil {
-				b.Fatal(err)
-			}
-		}
+		m := measureMemory(b, p, metricsAddr, os.Getenv("BENCH_HEAPPROFILE"))
 		p.Stop()
 		w.stop()
 
 		b.ReportMetric(float64(l.total()), "artifacts")
-		b.ReportMetric(float64(status["VmHWM"])/1024, "rss-MiB")
-		b.ReportMetric(float64(status["VmRSS"])/1024, "rss-end-MiB")
-		b.ReportMetric(float64(status["RssFile"])/1024, "rss-file-MiB")
-		b.ReportMetric(float64(status["RssAnon"])/1024, "rss-anon-MiB")
-		b.ReportMetric(heap/float64(l.total()), "heap-B/AD")
-		b.ReportMetric(live/float64(l.total()), "live-B/AD")
+		m.report(b, l.total())
 		b.ReportMetric(took.Seconds(), "operator-s")
 		b.ReportMetric(tookFlux.Seconds(), "flux-s")
 		deleteAll(b, env, ns)
 	}
+}
+
+// startBinary starts `fluxdeployer run` with both reconcilers and default flags, plus args, and returns it with the
+// address of its metrics endpoint.
+func startBinary(t testing.TB, kubeconfig, bin string, args ...string) (*controlplane.Process, string) {
+	t.Helper()
+	metricsAddr := testenv.FreeAddr(t)
+	p, err := controlplane.StartProcess(kubeconfig, []string{"RUNTIME_NAMESPACE=fluxdeployer-system"}, bin, append([]string{"run",
+		"--metrics-addr=" + metricsAddr, "--health-addr=" + testenv.FreeAddr(t), "--log-level=error"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p, metricsAddr
+}
+
+// memory is what the benchmarks measure of a running binary, in bytes.
+type memory struct {
+	peakRSS, rss, rssFile, rssAnon float64 // VmHWM, VmRSS, RssFile, RssAnon of /proc/PID/status
+	heapInUse                      float64 // go_memstats_heap_inuse_bytes: live objects and garbage not yet collected
+	live                           float64 // go_memstats_heap_alloc_bytes right after a garbage collection
+}
+
+// measureMemory reads the memory of the binary p, whose metrics endpoint is addr, and saves its heap profile to
+// profilePath unless that is empty.
+func measureMemory(t testing.TB, p *controlplane.Process, addr, profilePath string) memory {
+	t.Helper()
+	status := procStatus(t, p.PID())
+	m := memory{peakRSS: float64(status["VmHWM"]) * 1024, rss: float64(status["VmRSS"]) * 1024,
+		rssFile: float64(status["RssFile"]) * 1024, rssAnon: float64(status["RssAnon"]) * 1024}
+	m.heapInUse = scrape(t, addr, "go_memstats_heap_inuse_bytes")
+	// The heap profile's gc=1 collects garbage first: what is allocated then is what the process holds.
+	profile := getLocal(t, addr, "/debug/pprof/heap?gc=1")
+	m.live = scrape(t, addr, "go_memstats_heap_alloc_bytes")
+	if profilePath != "" {
+		if err := os.WriteFile(profilePath, profile, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
+}
+
+// report adds m to the benchmark's metrics, the heap per ArtifactDeployment of artifacts.
+func (m memory) report(b *testing.B, artifacts int) {
+	const mib = 1 << 20
+	b.ReportMetric(m.peakRSS/mib, "rss-MiB")
+	b.ReportMetric(m.rss/mib, "rss-end-MiB")
+	b.ReportMetric(m.rssFile/mib, "rss-file-MiB")
+	b.ReportMetric(m.rssAnon/mib, "rss-anon-MiB")
+	b.ReportMetric(m.heapInUse/float64(artifacts), "heap-B/AD")
+	b.ReportMetric(m.live/float64(artifacts), "live-B/AD")
 }
 
 // getLocal returns the body of path on the binary's metrics endpoint.

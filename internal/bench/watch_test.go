@@ -99,13 +99,23 @@ func vectorReported(vd *konfidencev1.VectorDeployment, artifacts int) bool {
 // waitFor polls the watcher until done accepts the state, and returns how long that took since start.
 func (w *watcher) waitFor(t testing.TB, start time.Time, timeout time.Duration, artifactsPerVector int, done func(state) error) time.Duration {
 	t.Helper()
+	took, err := w.waitUntil(t, start, timeout, artifactsPerVector, done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return took
+}
+
+// waitUntil is waitFor for a goroutine of its own: it returns the last refusal of done after timeout instead of
+// failing the test.
+func (w *watcher) waitUntil(t testing.TB, start time.Time, timeout time.Duration, artifactsPerVector int, done func(state) error) (time.Duration, error) {
 	ctx := context.Background()
 	var last error
 	for time.Since(start) < timeout {
 		s, err := w.state(ctx, artifactsPerVector)
 		if err == nil {
 			if err = done(s); err == nil {
-				return time.Since(start)
+				return time.Since(start), nil
 			}
 		}
 		last = err
@@ -114,8 +124,7 @@ func (w *watcher) waitFor(t testing.TB, start time.Time, timeout time.Duration, 
 		}
 		time.Sleep(100 * time.Millisecond) // every list of the landscape costs CPU the API server could use
 	}
-	t.Fatalf("after %s: %v", timeout, last)
-	return 0
+	return 0, fmt.Errorf("after %s: %w", timeout, last)
 }
 
 // operatorDone: every object is there, every ArtifactDeployment reported its status, every VectorDeployment

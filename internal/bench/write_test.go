@@ -39,7 +39,7 @@ func BenchmarkWriteCosts(b *testing.B) {
 			}
 			b.ReportMetric(float64(time.Since(start).Microseconds())/float64(requests), unit)
 		}
-		perRequest("create-ad-µs", l.total(), func() error { return createLandscape(ctx, env.Client, ns, l, vectors, false) })
+		perRequest("create-ad-µs", l.total(), func() error { return createLandscape(ctx, env.Client, ns, l, vectors) })
 		ads := &konfidencev1.ArtifactDeploymentList{}
 		if err := env.Client.List(ctx, ads, client.InNamespace(ns)); err != nil {
 			b.Fatal(err)

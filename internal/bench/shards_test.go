@@ -1,0 +1,244 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+)
+
+// BenchmarkShards runs the memory benchmark's landscape sharded as Flux's sharding guide shards its controllers:
+// each of shards namespaces holds the landscape with its ArtifactDeployments labelled sharding.fluxcd.io/key=shardN,
+// and one binary per shard runs with --watch-label-selector 'sharding.fluxcd.io/key in (shardN)'. First one shard
+// converges alone (one instance's throughput), then all shards at once in new namespaces; each phase ends when
+// every ArtifactDeployment of it is Ready with Flux's status written (playFlux). Then every ArtifactDeployment is
+// reconciled again (a change of the Flux deployer's ConfigMap requeues them in every shard) and the shards' writes
+// are counted from their own client metrics. Reported: each shard's memory (the largest of the shards), the
+// aggregate throughput against the single instance's, and the steady-state writes. Run with -benchtime=1x.
+func BenchmarkShards(b *testing.B) {
+	for _, s := range []struct {
+		shards int
+		l      landscape
+	}{{3, landscape{100, 10, 10}}, {3, landscape{300, 10, 10}}, {3, landscape{1000, 10, 10}}} {
+		b.Run(fmt.Sprintf("%dx%s", s.shards, s.l), func(b *testing.B) { benchmarkShards(b, s.shards, s.l) })
+	}
+}
+
+// shard is one operator instance of BenchmarkShards and the namespace of its ArtifactDeployments.
+type shard struct {
+	key, namespace string
+	process        *controlplane.Process
+	metricsAddr    string
+	watch          *watcher
+}
+
+func benchmarkShards(b *testing.B, shards int, l landscape) {
+	env := testenv.Start(b, controlplane.FluxCRDDirs()...)
+	bin, err := controlplane.BuildFluxdeployer(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	kubeconfig, err := controlplane.WriteKubeconfig(b.TempDir(), "admin.kubeconfig", env.Kubeconfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := ocmtest.NewRegistry(b)
+	vectors := l.publish(b, reg)
+	for b.Loop() {
+		alone := runShards(b, env, kubeconfig, bin, 1, l, vectors)
+		stopShards(b, env, alone.shards)
+		together := runShards(b, env, kubeconfig, bin, shards, l, vectors)
+		steadyWrites := requeueEveryArtifact(b, env, together.shards, l.total())
+		var largest memory
+		for _, s := range together.shards {
+			if m := measureMemory(b, s.process, s.metricsAddr, ""); m.peakRSS > largest.peakRSS {
+				largest = m
+			}
+		}
+		stopShards(b, env, together.shards)
+
+		b.ReportMetric(float64(shards*l.total()), "artifacts")
+		largest.report(b, l.total())
+		single := float64(l.total()) / alone.took.Seconds()
+		aggregate := float64(shards*l.total()) / together.took.Seconds()
+		b.ReportMetric(single, "single-artifacts/s")
+		b.ReportMetric(aggregate, "aggregate-artifacts/s")
+		b.ReportMetric(aggregate/single, "throughput-ratio")
+		b.ReportMetric(steadyWrites, "steady-writes")
+		b.ReportMetric(together.took.Seconds(), "operator-s")
+	}
+}
+
+// phase is one run of runShards.
+type phase struct {
+	shards []*shard
+	took   time.Duration
+}
+
+// runShards creates the landscape in one namespace per shard, starts the shards' binaries at once, and waits until
+// every ArtifactDeployment of every shard has reported and, after playFlux, is Ready.
+func runShards(b *testing.B, env *testenv.Env, kubeconfig, bin string, shards int, l landscape, vectors []vector) phase {
+	b.Helper()
+	ctx := context.Background()
+	var ph phase
+	for i := range shards {
+		s := &shard{key: "shard" + strconv.Itoa(i+1), namespace: namespace(b, env, "shard-")}
+		s.watch = watch(b, env, s.namespace)
+		if err := createLandscape(ctx, labelling(env.Client, s.key), s.namespace, l, vectors); err != nil {
+			b.Fatal(err)
+		}
+		ph.shards = append(ph.shards, s)
+	}
+	start := time.Now()
+	for _, s := range ph.shards {
+		s.process, s.metricsAddr = startBinary(b, kubeconfig, bin,
+			fmt.Sprintf("--watch-label-selector=%s in (%s)", konfidencev1.ShardKeyLabel, s.key))
+	}
+	errs := make(chan error, len(ph.shards))
+	for _, s := range ph.shards {
+		go func() { errs <- s.converge(b, env.Client, start, l) }()
+	}
+	for range ph.shards {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	ph.took = time.Since(start)
+	return ph
+}
+
+// converge waits until the shard's ArtifactDeployments have all reported, plays Flux's controllers on their Flux
+// objects, and waits until all are Ready.
+func (s *shard) converge(b *testing.B, c client.Client, start time.Time, l landscape) error {
+	done := func(check func(state) error) func(state) error {
+		return func(st state) error {
+			select {
+			case <-s.process.Exited():
+				return fmt.Errorf("fluxdeployer of %s exited: %s", s.key, s.process.Tail(20))
+			default:
+			}
+			return check(st)
+		}
+	}
+	if _, err := s.watch.waitUntil(b, start, 2*convergeTimeout, l.artifacts, done(func(st state) error {
+		if st.reported < l.total() || st.helmRepositories < l.total() || st.helmReleases < l.total() {
+			return fmt.Errorf("%s: %d/%d ArtifactDeployments reported, %d HelmRepositories, %d HelmReleases", s.key, st.reported, l.total(), st.helmRepositories, st.helmReleases)
+		}
+		return nil
+	})); err != nil {
+		return err
+	}
+	if err := playFlux(context.Background(), c, s.namespace); err != nil {
+		return err
+	}
+	_, err := s.watch.waitUntil(b, start, 2*convergeTimeout, l.artifacts, done(func(st state) error {
+		if st.ready < l.total() {
+			return fmt.Errorf("%s: %d/%d ArtifactDeployments Ready", s.key, st.ready, l.total())
+		}
+		return nil
+	}))
+	return err
+}
+
+// labelling is c, with the shard key label set on every object it creates.
+func labelling(c client.Client, key string) client.Client {
+	return interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			labels := obj.GetLabels()
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[konfidencev1.ShardKeyLabel] = key
+			obj.SetLabels(labels)
+			return c.Create(ctx, obj, opts...)
+		},
+	})
+}
+
+// requeueEveryArtifact changes the Flux deployer's ConfigMap (to the defaults it had), which requeues every
+// ArtifactDeployment in every shard, waits until each shard has reconciled all of its own and is idle, and returns
+// the shards' writes meanwhile: their API requests other than GET, events included.
+func requeueEveryArtifact(b *testing.B, env *testenv.Env, shards []*shard, perShard int) float64 {
+	b.Helper()
+	before := make([]float64, len(shards))
+	reconciled := make([]float64, len(shards))
+	for i, s := range shards {
+		before[i] = writesOfProcess(b, s.metricsAddr)
+		reconciled[i] = scrapeSum(b, s.metricsAddr, "controller_runtime_reconcile_total", `controller="fluxdeployer"`)
+	}
+	ctx := context.Background()
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fluxdeployer-system"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "flux-deployer-configuration", Namespace: "fluxdeployer-system"}},
+	} {
+		if err := env.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			b.Fatal(err)
+		}
+	}
+	writes := 0.0
+	for i, s := range shards {
+		testenv.Eventually(b, convergeTimeout, func() error {
+			got := scrapeSum(b, s.metricsAddr, "controller_runtime_reconcile_total", `controller="fluxdeployer"`)
+			busy := scrapeSum(b, s.metricsAddr, "workqueue_depth", `name="fluxdeployer"`) +
+				scrapeSum(b, s.metricsAddr, "controller_runtime_active_workers", `controller="fluxdeployer"`)
+			if got < reconciled[i]+float64(perShard) || busy > 0 {
+				return fmt.Errorf("%s: %v of %v ArtifactDeployments reconciled again, %v queued or reconciling", s.key, got-reconciled[i], perShard, busy)
+			}
+			return nil
+		})
+		writes += writesOfProcess(b, s.metricsAddr) - before[i]
+	}
+	if err := env.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "flux-deployer-configuration", Namespace: "fluxdeployer-system"}}); err != nil {
+		b.Fatal(err)
+	}
+	return writes
+}
+
+// writesOfProcess is the number of API requests other than GET the binary's client has sent
+// (client-go's rest_client_requests_total).
+func writesOfProcess(t testing.TB, addr string) float64 {
+	t.Helper()
+	return scrapeSum(t, addr, "rest_client_requests_total", "") - scrapeSum(t, addr, "rest_client_requests_total", `method="GET"`)
+}
+
+// stopShards stops the shards' binaries and deletes what their phase created.
+func stopShards(t testing.TB, env *testenv.Env, shards []*shard) {
+	t.Helper()
+	for _, s := range shards {
+		s.process.Stop()
+		s.watch.stop()
+		deleteAll(t, env, s.namespace)
+	}
+}
+
+// scrapeSum sums the series of a metric on the binary's Prometheus endpoint whose labels contain label (all
+// series when label is empty).
+func scrapeSum(t testing.TB, addr, name, label string) float64 {
+	t.Helper()
+	sum := 0.0
+	for line := range strings.Lines(string(getLocal(t, addr, "/metrics"))) {
+		series, value, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok || (series != name && !strings.HasPrefix(series, name+"{")) || !strings.Contains(series, label) {
+			continue
+		}
+		f, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			t.Fatalf("metric %s: %v", series, err)
+		}
+		sum += f
+	}
+	return sum
+}

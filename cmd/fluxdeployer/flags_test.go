@@ -13,6 +13,7 @@ import (
 	"time"
 
 	fluxclient "github.com/fluxcd/pkg/runtime/client"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
@@ -215,8 +216,9 @@ func TestWatchLabelSelectorMustParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every kind that carries the shard key is narrowed; HelmCharts, which helm-controller creates without it,
-	// are not. ByObject is keyed by pointer, so the entries are found by type.
+	// Every kind that carries the shard key is narrowed, HelmCharts to the deployer's own of the shard too.
+	// ByObject is keyed by pointer, so the entries are found by type.
+	own := labels.Set{konfidencev1.ArtifactDeploymentLabel: "x"}
 	narrowed := map[string]bool{}
 	for obj, by := range opts.ByObject {
 		kind := fmt.Sprintf("%T", obj)
@@ -224,17 +226,40 @@ func TestWatchLabelSelectorMustParse(t *testing.T) {
 			continue
 		}
 		narrowed[kind] = true
-		if by.Label.Matches(labels.Set{"shard": "b"}) || !by.Label.Matches(labels.Set{"shard": "a"}) {
+		if by.Label.Matches(labels.Merge(own, labels.Set{"shard": "b"})) || !by.Label.Matches(labels.Merge(own, labels.Set{"shard": "a"})) {
 			t.Errorf("the %s selector %v is not shard=a", kind, by.Label)
 		}
+		if _, chart := obj.(*sourcev1.HelmChart); chart && by.Label.Matches(labels.Set{"shard": "a"}) {
+			t.Errorf("the HelmChart selector %v selects HelmCharts of other HelmReleases than the deployer's", by.Label)
+		}
 	}
-	want := map[string]bool{}
+	want := map[string]bool{"*v1.HelmChart": true}
 	for _, obj := range append([]client.Object{&konfidencev1.VectorDeployment{}, &konfidencev1.ArtifactDeployment{}}, fluxdeployer.OwnedObjects()...) {
 		want[fmt.Sprintf("%T", obj)] = true
 	}
-	if len(want) != 6 || !maps.Equal(narrowed, want) {
+	if len(want) != 7 || !maps.Equal(narrowed, want) {
 		t.Errorf("narrowed kinds %v, want %v", slices.Sorted(maps.Keys(narrowed)), slices.Sorted(maps.Keys(want)))
 	}
+}
+
+// TestHelmChartsOfOthersAreNotCached: unsharded too, the cache holds only the HelmCharts of the deployer's
+// HelmReleases, which carry the labels of its chart template.
+func TestHelmChartsOfOthersAreNotCached(t *testing.T) {
+	opts, err := parseRunOptions(t).cacheOptions(everyKind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for obj, by := range opts.ByObject {
+		if _, chart := obj.(*sourcev1.HelmChart); !chart {
+			continue
+		}
+		if by.Label == nil || by.Label.Matches(labels.Set{"helm.toolkit.fluxcd.io/name": "other"}) ||
+			!by.Label.Matches(labels.Set{konfidencev1.ArtifactDeploymentLabel: "a"}) {
+			t.Errorf("HelmChart selector %v, want the ArtifactDeployment label", by.Label)
+		}
+		return
+	}
+	t.Error("HelmCharts are cached whole")
 }
 
 func namespace(t *testing.T, c client.Client) string {

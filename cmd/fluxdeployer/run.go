@@ -250,8 +250,9 @@ func (o runOptions) watchNamespace() (string, error) {
 
 // cacheOptions narrow what the manager watches as --watch-all-namespaces and --watch-label-selector ask. The
 // label selector applies to every kind that carries the shard key: VectorDeployments, the ArtifactDeployments
-// they create and the Flux objects the Flux deployer applies, which get it from them. HelmCharts are not
-// narrowed: helm-controller creates them without the HelmRelease's labels. A kind the API server does not serve
+// they create and the Flux objects the Flux deployer applies, which get it from them. HelmCharts carry the labels
+// of their HelmRelease's chart template, which the deployer sets to those of its own Flux objects: only the
+// deployer's HelmCharts are cached, of this shard when sharded. A kind the API server does not serve
 // at start (a Flux CRD installed later) is not narrowed either, since the cache cannot be configured for it: it
 // is cached whole, which costs memory, not correctness, as its objects lead only to ArtifactDeployments, and those
 // are narrowed.
@@ -272,6 +273,9 @@ func (o runOptions) cacheOptions(served func(client.Object) bool) (cache.Options
 		}
 	}
 	operating.NarrowToShard(&opts, selector, sharded...)
+	if chart := (&sourcev1.HelmChart{}); served(chart) {
+		operating.NarrowToShard(&opts, fluxdeployer.HelmChartSelector(selector), chart)
+	}
 	return opts, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -52,7 +53,7 @@ func createHelmChart(ctx context.Context, c client.Client, hr *helmv2.HelmReleas
 	tmpl := hr.Spec.Chart.Spec
 	chart := &sourcev1.HelmChart{
 		ObjectMeta: metav1.ObjectMeta{Namespace: hr.Namespace, Name: hr.Namespace + "-" + hr.Name,
-			Labels: map[string]string{helmNameLabel: hr.Name, helmNamespaceLabel: hr.Namespace}},
+			Labels: chartLabels(hr)},
 		Spec: sourcev1.HelmChartSpec{
 			Chart: tmpl.Chart, Version: tmpl.Version, Interval: hr.Spec.Interval, ReconcileStrategy: sourcev1.ReconcileStrategyChartVersion,
 			SourceRef: sourcev1.LocalHelmChartSourceReference{Kind: tmpl.SourceRef.Kind, Name: tmpl.SourceRef.Name},
@@ -78,6 +79,16 @@ func createHelmChart(ctx context.Context, c client.Client, hr *helmv2.HelmReleas
 	}, cond(meta.ReadyCondition, sourcev1.ChartPullSucceededReason, pulled),
 		cond(sourcev1.ArtifactInStorageCondition, sourcev1.ChartPullSucceededReason, pulled))
 	return chart, err
+}
+
+// chartLabels are the labels helm-controller puts on hr's HelmChart: those of its chart template, and its own
+// that name the HelmRelease.
+func chartLabels(hr *helmv2.HelmRelease) map[string]string {
+	labels := map[string]string{helmNameLabel: hr.Name, helmNamespaceLabel: hr.Namespace}
+	if meta := hr.Spec.Chart.ObjectMeta; meta != nil {
+		maps.Copy(labels, meta.Labels)
+	}
+	return labels
 }
 
 // installRelease writes hr's status as helm-controller does after installing the release from chart.

@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
@@ -155,17 +154,22 @@ func (s *shard) converge(b *testing.B, c client.Client, start time.Time, l lands
 
 // labelling is c, with the shard key label set on every object it creates.
 func labelling(c client.Client, key string) client.Client {
-	return interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			labels := obj.GetLabels()
-			if labels == nil {
-				labels = map[string]string{}
-			}
-			labels[konfidencev1.ShardKeyLabel] = key
-			obj.SetLabels(labels)
-			return c.Create(ctx, obj, opts...)
-		},
-	})
+	return labellingClient{Client: c, key: key}
+}
+
+type labellingClient struct {
+	client.Client
+	key string
+}
+
+func (c labellingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[konfidencev1.ShardKeyLabel] = c.key
+	obj.SetLabels(labels)
+	return c.Client.Create(ctx, obj, opts...)
 }
 
 // requeueEveryArtifact changes the Flux deployer's ConfigMap (to the defaults it had), which requeues every
@@ -176,7 +180,7 @@ func requeueEveryArtifact(b *testing.B, env *testenv.Env, shards []*shard, perSh
 	before := make([]float64, len(shards))
 	reconciled := make([]float64, len(shards))
 	for i, s := range shards {
-		before[i] = writesOfProcess(b, s.metricsAddr)
+		before[i] = settledWrites(b, s)
 		reconciled[i] = scrapeSum(b, s.metricsAddr, "controller_runtime_reconcile_total", `controller="fluxdeployer"`)
 	}
 	ctx := context.Background()
@@ -205,6 +209,24 @@ func requeueEveryArtifact(b *testing.B, env *testenv.Env, shards []*shard, perSh
 		b.Fatal(err)
 	}
 	return writes
+}
+
+// settledWrites waits until the shard's binary has sent nothing for settleWindow, and returns its writes: the
+// events of the Ready transitions go out from client-go's event broadcaster after the statuses that report them.
+func settledWrites(b *testing.B, s *shard) float64 {
+	b.Helper()
+	const settleWindow = 5 * time.Second
+	last, since := writesOfProcess(b, s.metricsAddr), time.Now()
+	testenv.Eventually(b, convergeTimeout, func() error {
+		if now := writesOfProcess(b, s.metricsAddr); now != last {
+			last, since = now, time.Now()
+		}
+		if time.Since(since) < settleWindow {
+			return fmt.Errorf("%s: a write less than %s ago", s.key, settleWindow)
+		}
+		return nil
+	})
+	return last
 }
 
 // writesOfProcess is the number of API requests other than GET the binary's client has sent

@@ -30,11 +30,16 @@ func buildHelm(ad *konfidencev1.ArtifactDeployment, a artifact, refs references,
 	if err != nil {
 		return nil, err
 	}
-	hr.Spec.Chart = &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
-		Chart:     chart,
-		Version:   version,
-		SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo.Name},
-	}}
+	hr.Spec.Chart = &helmv2.HelmChartTemplate{
+		// helm-controller puts these labels on the HelmChart it creates from the template: the operator's cache
+		// holds only the HelmCharts of its own HelmReleases, and of its shard (see fluxMeta).
+		ObjectMeta: &helmv2.HelmChartTemplateObjectMeta{Labels: fluxMeta(ad).Labels},
+		Spec: helmv2.HelmChartTemplateSpec{
+			Chart:     chart,
+			Version:   version,
+			SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo.Name},
+		},
+	}
 	return []client.Object{repo, hr}, nil
 }
 

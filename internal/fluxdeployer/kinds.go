@@ -11,8 +11,10 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -165,6 +167,20 @@ func ownedFluxKinds() []*fluxKind {
 		}
 	}
 	return owned
+}
+
+// HelmChartSelector selects the HelmCharts of the deployer's HelmReleases, of shard when it is not nil:
+// helm-controller labels a HelmChart with its HelmRelease's chart template labels, which the deployer sets to those
+// of its own Flux objects (the ArtifactDeployment label and the shard key).
+func HelmChartSelector(shard labels.Selector) labels.Selector {
+	own, err := labels.NewRequirement(konfidencev1.ArtifactDeploymentLabel, selection.Exists, nil)
+	if err != nil {
+		panic(err) // the label is a constant and valid
+	}
+	if shard == nil {
+		return labels.NewSelector().Add(*own)
+	}
+	return shard.Add(*own)
 }
 
 // OwnedObjects returns an empty object of each kind the deployer writes: they carry their ArtifactDeployment's

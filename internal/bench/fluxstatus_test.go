@@ -85,8 +85,8 @@ func createHelmChart(ctx context.Context, c client.Client, hr *helmv2.HelmReleas
 // that name the HelmRelease.
 func chartLabels(hr *helmv2.HelmRelease) map[string]string {
 	labels := map[string]string{helmNameLabel: hr.Name, helmNamespaceLabel: hr.Namespace}
-	if meta := hr.Spec.Chart.ObjectMeta; meta != nil {
-		maps.Copy(labels, meta.Labels)
+	if tmpl := hr.Spec.Chart.ObjectMeta; tmpl != nil {
+		maps.Copy(labels, tmpl.Labels)
 	}
 	return labels
 }

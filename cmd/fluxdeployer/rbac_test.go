@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -255,8 +256,7 @@ func (s *operatorScenario) playFlux(t *testing.T, ad *konfidencev1.ArtifactDeplo
 	c := s.env.Client
 	if ad.Spec.Manifest.Type == "cloud.konfidence.flux.helm" {
 		create(t, c, &sourcev1.HelmChart{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Namespace + "-" + ad.Name, Labels: map[string]string{
-				"helm.toolkit.fluxcd.io/name": ad.Name, "helm.toolkit.fluxcd.io/namespace": ad.Namespace}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Namespace + "-" + ad.Name, Labels: chartLabels(t, c, ad)},
 			Spec: sourcev1.HelmChartSpec{Chart: "podinfo", Version: "6.9.1", Interval: metav1.Duration{Duration: time.Minute},
 				SourceRef: sourcev1.LocalHelmChartSourceReference{Kind: sourcev1.HelmRepositoryKind, Name: ad.Name}},
 		})
@@ -279,6 +279,14 @@ func (s *operatorScenario) replayFlux(t *testing.T, ad *konfidencev1.ArtifactDep
 		released := ready
 		released.Type = helmv2.ReleasedCondition
 		chart := &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Namespace + "-" + ad.Name}}
+		if err := s.env.Client.Get(context.Background(), client.ObjectKeyFromObject(chart), chart); err != nil {
+			t.Fatal(err)
+		}
+		// helm-controller applies the HelmChart again from the template of a changed HelmRelease.
+		chart.Labels = chartLabels(t, s.env.Client, ad)
+		if err := s.env.Client.Update(context.Background(), chart); err != nil {
+			t.Fatal(err)
+		}
 		objs = []fluxStatusObject{{chart, []metav1.Condition{ready}}, {&helmv2.HelmRelease{}, []metav1.Condition{ready, released}}}
 	} else {
 		healthy := ready
@@ -292,6 +300,21 @@ func (s *operatorScenario) replayFlux(t *testing.T, ad *konfidencev1.ArtifactDep
 		}
 		testenv.SetFluxStatus(t, s.env.Client, o.obj, o.conditions...)
 	}
+}
+
+// chartLabels are the labels helm-controller gives the HelmChart of ad's HelmRelease: its chart template's, and
+// its own that name the HelmRelease.
+func chartLabels(t *testing.T, c client.Client, ad *konfidencev1.ArtifactDeployment) map[string]string {
+	t.Helper()
+	hr := &helmv2.HelmRelease{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(ad), hr); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"helm.toolkit.fluxcd.io/name": ad.Name, "helm.toolkit.fluxcd.io/namespace": ad.Namespace}
+	if hr.Spec.Chart != nil && hr.Spec.Chart.ObjectMeta != nil {
+		maps.Copy(labels, hr.Spec.Chart.ObjectMeta.Labels)
+	}
+	return labels
 }
 
 type fluxStatusObject struct {

@@ -154,9 +154,11 @@ func TestShardsWriteOnlyTheirOwnObjects(t *testing.T) {
 		t.Fatalf("shard1's VectorDeployment serves %s with %s, not with Konfidence's %s", chart.Name, got, konfidence.Name)
 	}
 
-	// A VectorDeployment of shard1 next to the main instance's, older one: refused, nothing created for it.
+	// A VectorDeployment of shard1 next to the main instance's, older one: refused, nothing created for it. Its
+	// name sorts after shop's: creation times have a resolution of a second, and a tie goes to the smaller name,
+	// so a landscape that converged within the second of its creation must not make the intruder the oldest.
 	intruder := &konfidencev1.VectorDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespaces["main"], Name: "intruder", Labels: shardLabels("shard1")},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespaces["main"], Name: "the-intruder", Labels: shardLabels("shard1")},
 		Spec:       konfidencev1.VectorDeploymentSpec{Vector: vector},
 	}
 	create(t, c, intruder)
@@ -200,6 +202,11 @@ func TestShardsWriteOnlyTheirOwnObjects(t *testing.T) {
 	})
 	if after := liveObjects(t, c, moved); len(after) != len(before) {
 		t.Errorf("%d objects after the move, %d before", len(after), len(before))
+	}
+	// Flux's controllers reconcile the relabelled objects: helm-controller gives the HelmChart the new labels of
+	// the HelmRelease's chart template, which lets shard2 see it.
+	for _, ad := range waitForArtifactDeployments(t, c, moved, 2) {
+		flux.replayFlux(t, ad)
 	}
 	waitReady(t, c, moved)
 	// What shard1 wrote while its cache had not seen the move yet is past; from now on it writes nothing there,

@@ -33,17 +33,7 @@ func BenchmarkMemory(b *testing.B) {
 }
 
 func benchmarkMemory(b *testing.B, l landscape) {
-	env := testenv.Start(b, controlplane.FluxCRDDirs()...)
-	bin, err := controlplane.BuildFluxdeployer(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	kubeconfig, err := controlplane.WriteKubeconfig(b.TempDir(), "admin.kubeconfig", env.Kubeconfig)
-	if err != nil {
-		b.Fatal(err)
-	}
-	reg := ocmtest.NewRegistry(b)
-	vectors := l.publish(b, reg)
+	env, kubeconfig, bin, vectors := binaryBench(b, l)
 	for b.Loop() {
 		ns := namespace(b, env, "memory-")
 		w := watch(b, env, ns)
@@ -83,6 +73,22 @@ func benchmarkMemory(b *testing.B, l landscape) {
 		b.ReportMetric(tookFlux.Seconds(), "flux-s")
 		deleteAll(b, env, ns)
 	}
+}
+
+// binaryBench sets up a benchmark of the binary run as a process: an API server with Flux's CRDs, a kubeconfig
+// of it for the process, the binary built, and the landscape's vectors published in a registry.
+func binaryBench(b *testing.B, l landscape) (env *testenv.Env, kubeconfig, bin string, vectors []vector) {
+	b.Helper()
+	env = testenv.Start(b, controlplane.FluxCRDDirs()...)
+	bin, err := controlplane.BuildFluxdeployer(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	kubeconfig, err = controlplane.WriteKubeconfig(b.TempDir(), "admin.kubeconfig", env.Kubeconfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return env, kubeconfig, bin, l.publish(b, ocmtest.NewRegistry(b))
 }
 
 // startBinary starts `fluxdeployer run` with both reconcilers and default flags, plus args, and returns it with the

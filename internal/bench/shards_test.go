@@ -15,7 +15,6 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
-	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
@@ -45,17 +44,7 @@ type shard struct {
 }
 
 func benchmarkShards(b *testing.B, shards int, l landscape) {
-	env := testenv.Start(b, controlplane.FluxCRDDirs()...)
-	bin, err := controlplane.BuildFluxdeployer(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	kubeconfig, err := controlplane.WriteKubeconfig(b.TempDir(), "admin.kubeconfig", env.Kubeconfig)
-	if err != nil {
-		b.Fatal(err)
-	}
-	reg := ocmtest.NewRegistry(b)
-	vectors := l.publish(b, reg)
+	env, kubeconfig, bin, vectors := binaryBench(b, l)
 	for b.Loop() {
 		// The shard that runs alone has a key of its own: its ArtifactDeployments, deleted with the instance that
 		// would tear them down stopped, stay behind with their finalizers, and no shard of the second phase is to

@@ -79,8 +79,10 @@ func teardownNetwork() error {
 			errs = append(errs, err.Error())
 		}
 	}
+	// Deleting the namespace destroys the veth's other end, and with it this one, a moment later: a deletion that
+	// fails because the kernel was quicker is no error.
 	if exists("ip", "link", "show", hostVeth) {
-		if err := run("ip", "link", "del", hostVeth); err != nil {
+		if err := run("ip", "link", "del", hostVeth); err != nil && exists("ip", "link", "show", hostVeth) {
 			errs = append(errs, err.Error())
 		}
 	}

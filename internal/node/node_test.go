@@ -64,10 +64,11 @@ func TestNodeRunsPodsAndLeavesNothing(t *testing.T) {
 	})
 	t.Logf("Deployment of 2 pods ready %s after creation", time.Since(created).Round(10*time.Millisecond))
 
-	// A client pod fetches the Service's ClusterIP: its exit status is the answer's.
+	// A client pod fetches the Service's ClusterIP: its exit status is the answer's. kube-proxy programs a new
+	// Service asynchronously, so a fetch that comes first fails and the kubelet runs it again.
 	get := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "get"},
-		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyOnFailure, Containers: []corev1.Container{{
 			Name: "get", Image: WorkloadImage, ImagePullPolicy: corev1.PullNever,
 			Args: []string{"-get", "http://" + svc.Spec.ClusterIP + "/"},
 		}}},

@@ -19,9 +19,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -133,11 +135,15 @@ func TestWatchFlagsNarrowTheVectorDeployments(t *testing.T) {
 	runtimeNS, otherNS := namespace(t, env.Client), namespace(t, env.Client)
 	t.Setenv("RUNTIME_NAMESPACE", runtimeNS)
 	o := parseRunOptions(t, "--watch-all-namespaces=false", "--watch-label-selector=shard=a")
-	served, err := servedKinds(env.Config, env.Scheme)
+	httpClient, err := rest.HTTPClientFor(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cacheOptions, err := o.cacheOptions(served)
+	mapper, err := apiutil.NewDynamicRESTMapper(env.Config, httpClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheOptions, err := o.cacheOptions(servedKinds(env.Scheme, mapper))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -122,7 +123,7 @@ func (o *runOptions) bindFlags(f *pflag.FlagSet) {
 		"watch VectorDeployments and ArtifactDeployments in all namespaces; false watches only the runtime namespace (RUNTIME_NAMESPACE)")
 	f.StringVar(&o.watch.LabelSelector, "watch-label-selector", "",
 		"watch and reconcile only the objects with matching labels, of every kind that carries the shard key (VectorDeployments, "+
-			"ArtifactDeployments, the Flux objects the operator applies), e.g. 'sharding.fluxcd.io/key in (shard1)'; "+
+			"ArtifactDeployments, the Flux objects the operator applies, the HelmCharts of its HelmReleases), e.g. 'sharding.fluxcd.io/key in (shard1)'; "+
 			"the leader election ID is suffixed with a hash of it")
 	o.kubeAPI.BindFlags(f)
 	o.featureGates.BindFlags(f)
@@ -176,17 +177,23 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	served, err := servedKinds(cfg, scheme)
+	// The manager's REST mapper, built first: which kinds the API server serves decides what the cache can narrow.
+	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	cacheOptions, err := o.cacheOptions(served)
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	cacheOptions, err := o.cacheOptions(servedKinds(scheme, mapper))
 	if err != nil {
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		Cache:  cacheOptions,
+		Scheme:         scheme,
+		MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mapper, nil },
+		Cache:          cacheOptions,
 		// As Flux's controllers: /debug/pprof on the metrics endpoint, for heap and CPU profiles of a running pod.
 		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr, ExtraHandlers: pprof.GetHandlers()},
 		HealthProbeBindAddress: o.healthAddr,
@@ -272,27 +279,19 @@ func (o runOptions) cacheOptions(served func(client.Object) bool) (cache.Options
 			sharded = append(sharded, obj)
 		}
 	}
-	operating.NarrowToShard(&opts, selector, sharded...)
+	operating.Narrow(&opts, selector, sharded...)
 	if chart := (&sourcev1.HelmChart{}); served(chart) {
-		operating.NarrowToShard(&opts, fluxdeployer.HelmChartSelector(selector), chart)
+		operating.Narrow(&opts, fluxdeployer.HelmChartSelector(selector), chart)
 	}
 	return opts, nil
 }
 
-// servedKinds tells which kinds of the scheme the API server serves now.
-func servedKinds(cfg *rest.Config, scheme *runtime.Scheme) (func(client.Object) bool, error) {
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
-	if err != nil {
-		return nil, err
-	}
+// servedKinds tells which kinds of the scheme the API server serves now, as mapper finds them.
+func servedKinds(scheme *runtime.Scheme, mapper meta.RESTMapper) func(client.Object) bool {
 	return func(obj client.Object) bool {
 		_, err := apiutil.IsObjectNamespaced(obj, scheme, mapper)
 		return err == nil
-	}, nil
+	}
 }
 
 // shard is the selector of --watch-label-selector; nil without one.

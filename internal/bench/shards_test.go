@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -179,15 +176,7 @@ func requeueEveryArtifact(b *testing.B, env *testenv.Env, shards []*shard, perSh
 		before[i] = settledWrites(b, s)
 		reconciled[i] = scrapeSum(b, s.metricsAddr, "controller_runtime_reconcile_total", `controller="fluxdeployer"`)
 	}
-	ctx := context.Background()
-	for _, obj := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fluxdeployer-system"}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "flux-deployer-configuration", Namespace: "fluxdeployer-system"}},
-	} {
-		if err := env.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			b.Fatal(err)
-		}
-	}
+	createDeployerConfig(b, env)
 	writes := 0.0
 	for i, s := range shards {
 		testenv.Eventually(b, convergeTimeout, func() error {
@@ -201,7 +190,7 @@ func requeueEveryArtifact(b *testing.B, env *testenv.Env, shards []*shard, perSh
 		})
 		writes += writesOfProcess(b, s.metricsAddr) - before[i]
 	}
-	if err := env.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "flux-deployer-configuration", Namespace: "fluxdeployer-system"}}); err != nil {
+	if err := env.Client.Delete(context.Background(), deployerConfig()); err != nil {
 		b.Fatal(err)
 	}
 	return writes

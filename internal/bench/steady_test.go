@@ -78,7 +78,6 @@ type steadyCounts struct {
 // TestSteadyStateWritesNothing), and returns what that cost.
 func steadyState(t testing.TB, env *testenv.Env, reg *ocmtest.Registry, l landscape, resolver *ocm.Client, ns string) steadyCounts {
 	t.Helper()
-	ctx := context.Background()
 	registryBefore := reg.Requests()
 	vdBefore, fdBefore := reconciles(t, vectorDeploymentController), reconciles(t, fluxDeployerController)
 	op := startOperator(t, env, resolver, concurrency())
@@ -88,18 +87,30 @@ func steadyState(t testing.TB, env *testenv.Env, reg *ocmtest.Registry, l landsc
 
 	// The Flux deployer's configuration changes (to the defaults it had): every ArtifactDeployment is requeued.
 	fdBefore = reconciles(t, fluxDeployerController)
-	for _, obj := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fluxdeployer-system"}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "flux-deployer-configuration", Namespace: "fluxdeployer-system"}},
-	} {
-		if err := env.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
+	createDeployerConfig(t, env)
 	waitReconciled(t, fluxDeployerController, fdBefore+float64(l.total()))
 	waitIdle(t)
 	requests := op.requests.Take()
 	return steadyCounts{requestCounts: countRequests(requests), registry: reg.Requests() - registryBefore, requests: writesOf(requests)}
+}
+
+// createDeployerConfig creates the Flux deployer's ConfigMap with the defaults it had without one: every
+// ArtifactDeployment is requeued, and none has anything to change.
+func createDeployerConfig(t testing.TB, env *testenv.Env) {
+	t.Helper()
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fluxdeployer-system"}},
+		deployerConfig(),
+	} {
+		if err := env.Client.Create(context.Background(), obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// deployerConfig is the Flux deployer's ConfigMap, empty.
+func deployerConfig() *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "flux-deployer-configuration", Namespace: "fluxdeployer-system"}}
 }
 
 func writesOf(requests []string) []string {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -98,10 +97,9 @@ func trimToClaim(obj any) (any, error) {
 		return obj, nil
 	}
 	return &konfidencev1.ArtifactDeployment{
-		TypeMeta: ad.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{Name: ad.Name, Namespace: ad.Namespace, UID: ad.UID, ResourceVersion: ad.ResourceVersion,
-			CreationTimestamp: ad.CreationTimestamp, DeletionTimestamp: ad.DeletionTimestamp},
-		Spec: konfidencev1.ArtifactDeploymentSpec{Manifest: konfidencev1.ArtifactManifest{Type: ad.Spec.Manifest.Type}},
+		TypeMeta:   ad.TypeMeta,
+		ObjectMeta: operating.AcrossShardsMeta(ad),
+		Spec:       konfidencev1.ArtifactDeploymentSpec{Manifest: konfidencev1.ArtifactManifest{Type: ad.Spec.Manifest.Type}},
 	}, nil
 }
 

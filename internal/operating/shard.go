@@ -3,6 +3,7 @@ package operating
 import (
 	"reflect"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -10,12 +11,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// NarrowToShard narrows the manager's cache of each kind of objs to the objects shard selects, as Flux's
-// controllers narrow theirs with --watch-label-selector: an instance never sees, so never reconciles or writes,
-// another shard's objects. A nil shard leaves opts as they are. A kind opts already configures keeps its settings
-// besides the label selector.
-func NarrowToShard(opts *cache.Options, shard labels.Selector, objs ...client.Object) {
-	if shard == nil {
+// Narrow narrows the manager's cache of each kind of objs to the objects selector selects: to the instance's shard,
+// as Flux's controllers narrow theirs with --watch-label-selector, so that an instance never sees, reconciles or
+// writes another shard's objects; or to the operator's own objects of a kind others create too. A nil selector
+// leaves opts as they are. A kind opts already configures keeps its settings besides the label selector.
+func Narrow(opts *cache.Options, selector labels.Selector, objs ...client.Object) {
+	if selector == nil {
 		return
 	}
 	if opts.ByObject == nil {
@@ -29,7 +30,7 @@ func NarrowToShard(opts *cache.Options, shard labels.Selector, objs ...client.Ob
 			}
 		}
 		byObject := opts.ByObject[key]
-		byObject.Label = shard
+		byObject.Label = selector
 		opts.ByObject[key] = byObject
 	}
 }
@@ -56,4 +57,11 @@ func (o Options) AcrossShards(mgr ctrl.Manager, obj client.Object, trim toolscac
 		return nil, err
 	}
 	return all, mgr.Add(all)
+}
+
+// AcrossShardsMeta is the metadata a trim of AcrossShards keeps of every object: its identity (name, namespace,
+// UID, resourceVersion) and its age (creation and deletion), which the decisions across shards go by.
+func AcrossShardsMeta(obj metav1.Object) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: obj.GetUID(),
+		ResourceVersion: obj.GetResourceVersion(), CreationTimestamp: obj.GetCreationTimestamp(), DeletionTimestamp: obj.GetDeletionTimestamp()}
 }

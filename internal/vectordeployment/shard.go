@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/operating"
 	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
@@ -88,10 +89,7 @@ func trimToShardKey(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	trimmed := &konfidencev1.VectorDeployment{TypeMeta: vd.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-		Name: vd.Name, Namespace: vd.Namespace, UID: vd.UID, ResourceVersion: vd.ResourceVersion,
-		CreationTimestamp: vd.CreationTimestamp, DeletionTimestamp: vd.DeletionTimestamp,
-	}}
+	trimmed := &konfidencev1.VectorDeployment{TypeMeta: vd.TypeMeta, ObjectMeta: operating.AcrossShardsMeta(vd)}
 	if k := shardKeyOf(vd); k.set {
 		trimmed.Labels = map[string]string{konfidencev1.ShardKeyLabel: k.value}
 	}

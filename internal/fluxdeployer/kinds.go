@@ -38,8 +38,9 @@ type fluxKind struct {
 	new func() fluxObject
 	// observedGeneration is the generation the object's status was written for.
 	observedGeneration func(fluxObject) int64
-	// trim keeps, of the object, what the deployer reads (see TrimFluxStatus): of its status the conditions and
-	// observedGeneration; of a kind it does not own, nothing of the spec or annotations either.
+	// trim keeps, of the object, what the deployer reads (see TrimFluxStatus): its metadata, of its status the
+	// conditions and observedGeneration, of its spec only the fields read from the cache (suspend, and what
+	// workload reads); of a kind it does not own, nothing of the spec or annotations.
 	trim func(fluxObject)
 	// owned kinds are the deployer's: it applies them, passes suspend and reconcile requests on to them and
 	// deletes them in a teardown. The others are created by a Flux controller and only read.
@@ -67,8 +68,9 @@ var fluxKindTable = []*fluxKind{
 			return o.(*helmv2.HelmRelease).Status.ObservedGeneration
 		},
 		trim: func(o fluxObject) {
-			s := &o.(*helmv2.HelmRelease).Status
-			*s = helmv2.HelmReleaseStatus{ObservedGeneration: s.ObservedGeneration, Conditions: s.Conditions}
+			hr := o.(*helmv2.HelmRelease)
+			hr.Spec = helmv2.HelmReleaseSpec{Suspend: hr.Spec.Suspend, ReleaseName: hr.Spec.ReleaseName}
+			hr.Status = helmv2.HelmReleaseStatus{ObservedGeneration: hr.Status.ObservedGeneration, Conditions: hr.Status.Conditions}
 		},
 		owned: true,
 		ownedUnset: []string{
@@ -87,8 +89,9 @@ var fluxKindTable = []*fluxKind{
 			return o.(*kustomizev1.Kustomization).Status.ObservedGeneration
 		},
 		trim: func(o fluxObject) {
-			s := &o.(*kustomizev1.Kustomization).Status
-			*s = kustomizev1.KustomizationStatus{ObservedGeneration: s.ObservedGeneration, Conditions: s.Conditions}
+			ks := o.(*kustomizev1.Kustomization)
+			ks.Spec = kustomizev1.KustomizationSpec{Suspend: ks.Spec.Suspend, NameSuffix: ks.Spec.NameSuffix}
+			ks.Status = kustomizev1.KustomizationStatus{ObservedGeneration: ks.Status.ObservedGeneration, Conditions: ks.Status.Conditions}
 		},
 		owned: true,
 		ownedUnset: []string{
@@ -107,8 +110,9 @@ var fluxKindTable = []*fluxKind{
 			return o.(*sourcev1.HelmRepository).Status.ObservedGeneration
 		},
 		trim: func(o fluxObject) {
-			s := &o.(*sourcev1.HelmRepository).Status
-			*s = sourcev1.HelmRepositoryStatus{ObservedGeneration: s.ObservedGeneration, Conditions: s.Conditions}
+			repo := o.(*sourcev1.HelmRepository)
+			repo.Spec = sourcev1.HelmRepositorySpec{Suspend: repo.Spec.Suspend}
+			repo.Status = sourcev1.HelmRepositoryStatus{ObservedGeneration: repo.Status.ObservedGeneration, Conditions: repo.Status.Conditions}
 		},
 		owned:      true,
 		ownedUnset: []string{"insecure", "secretRef", "passCredentials"},
@@ -125,8 +129,9 @@ var fluxKindTable = []*fluxKind{
 			return o.(*sourcev1.OCIRepository).Status.ObservedGeneration
 		},
 		trim: func(o fluxObject) {
-			s := &o.(*sourcev1.OCIRepository).Status
-			*s = sourcev1.OCIRepositoryStatus{ObservedGeneration: s.ObservedGeneration, Conditions: s.Conditions}
+			repo := o.(*sourcev1.OCIRepository)
+			repo.Spec = sourcev1.OCIRepositorySpec{Suspend: repo.Spec.Suspend}
+			repo.Status = sourcev1.OCIRepositoryStatus{ObservedGeneration: repo.Status.ObservedGeneration, Conditions: repo.Status.Conditions}
 		},
 		owned: true,
 		ownedUnset: []string{
@@ -226,13 +231,15 @@ func unknownKind(what string) error {
 	return outcome.Stallingf(konfidencev1.ApplyFailedReason, "%s is not a Flux kind the deployer handles", what)
 }
 
-// TrimFluxStatus is a cache transform that keeps, of a Flux object's status, what the deployer reads: the
-// conditions and observedGeneration. The rest is Flux's record of its own work and can be most of the object: a
-// Kustomization's inventory lists every object it applied, a HelmRelease's history its last releases, a source its
-// artifact. Of a HelmChart, which helm-controller creates and the deployer only reads the fetch's status of, the
-// spec and annotations go too; the spec of a kind the deployer applies stays, since the apply compares it. The
-// cache holds two or three Flux objects per ArtifactDeployment, and 10,000 ArtifactDeployments must fit in
-// 150 MiB. Other objects pass unchanged.
+// TrimFluxStatus is a cache transform that keeps, of a Flux object, what the deployer reads from the cache. Of the
+// status that is the conditions and observedGeneration; the rest is Flux's record of its own work and can be most
+// of the object: a Kustomization's inventory lists every object it applied, a HelmRelease's history its last
+// releases, a source its artifact. Of the spec of a kind the deployer applies only suspend and the names the
+// status reports stay: whether a Flux object is still as applied is told by its metadata and its generation,
+// which the API server raises on every change of the spec (see apply), and the spec is read from the API server
+// only when that says it changed. Of a HelmChart, which helm-controller creates and the deployer only reads the
+// fetch's status of, the spec and annotations go. The cache holds two or three Flux objects per
+// ArtifactDeployment, and 10,000 ArtifactDeployments must fit in 150 MiB. Other objects pass unchanged.
 func TrimFluxStatus(obj any) (any, error) {
 	if o, ok := obj.(fluxObject); ok {
 		if k, ok := fluxKindTypes[reflect.TypeOf(o)]; ok {

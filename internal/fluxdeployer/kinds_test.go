@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -20,23 +21,31 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 )
 
-// TestTrimFluxStatusKeepsWhatTheDeployerReads: conditions and observedGeneration stay, Flux's own records go, and
-// the spec and metadata of a kind the deployer applies are untouched (apply compares them). Of a HelmChart, which
-// helm-controller writes, the labels that lead to its ArtifactDeployment stay, its spec and annotations go. The
-// deployer's tests run their managers with this transform, as the binary does (harness startDeployer).
+// TestTrimFluxStatusKeepsWhatTheDeployerReads: conditions and observedGeneration stay, Flux's own records go; of
+// a kind the deployer applies the metadata stay (apply compares them) and of the spec only suspend and the names
+// the status reports (release name, name suffix). Of a HelmChart, which helm-controller writes, the labels that
+// lead to its ArtifactDeployment stay, its spec and annotations go. The deployer's tests run their managers with
+// this transform, as the binary does (harness startDeployer).
 func TestTrimFluxStatusKeepsWhatTheDeployerReads(t *testing.T) {
 	ready := []metav1.Condition{{Type: meta.ReadyCondition, Status: metav1.ConditionTrue, Reason: meta.SucceededReason, ObservedGeneration: 3}}
 	hr := &helmv2.HelmRelease{
 		ObjectMeta: metav1.ObjectMeta{Name: "app", Annotations: map[string]string{appliedDigestAnnotation: "d"}},
-		Spec:       helmv2.HelmReleaseSpec{ReleaseName: "app"},
+		Spec: helmv2.HelmReleaseSpec{ReleaseName: "app", Suspend: true, TargetNamespace: "apps", Interval: metav1.Duration{Duration: time.Minute},
+			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{Chart: "app", Version: "1.0.0"}}},
 		Status: helmv2.HelmReleaseStatus{ObservedGeneration: 3, Conditions: ready, LastAttemptedRevision: "1.0.0",
 			History: helmv2.Snapshots{{Name: "app", Version: 1}}},
 	}
-	ks := &kustomizev1.Kustomization{Status: kustomizev1.KustomizationStatus{ObservedGeneration: 3, Conditions: ready,
-		Inventory: &kustomizev1.ResourceInventory{Entries: []kustomizev1.ResourceRef{{ID: "default_app_apps_Deployment", Version: "v1"}}}}}
-	wantHR := hr.DeepCopy()
-	wantHR.Status = helmv2.HelmReleaseStatus{ObservedGeneration: 3, Conditions: ready}
-	wantKS := &kustomizev1.Kustomization{Status: kustomizev1.KustomizationStatus{ObservedGeneration: 3, Conditions: ready}}
+	ks := &kustomizev1.Kustomization{
+		Spec: kustomizev1.KustomizationSpec{NameSuffix: "-e1mvwibzp5", Path: "./deploy", Prune: true,
+			SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: "app"}},
+		Status: kustomizev1.KustomizationStatus{ObservedGeneration: 3, Conditions: ready,
+			Inventory: &kustomizev1.ResourceInventory{Entries: []kustomizev1.ResourceRef{{ID: "default_app_apps_Deployment", Version: "v1"}}}}}
+	wantHR := &helmv2.HelmRelease{ObjectMeta: hr.ObjectMeta, Spec: helmv2.HelmReleaseSpec{ReleaseName: "app", Suspend: true},
+		Status: helmv2.HelmReleaseStatus{ObservedGeneration: 3, Conditions: ready}}
+	wantKS := &kustomizev1.Kustomization{Spec: kustomizev1.KustomizationSpec{NameSuffix: "-e1mvwibzp5"},
+		Status: kustomizev1.KustomizationStatus{ObservedGeneration: 3, Conditions: ready}}
+	repo := &sourcev1.OCIRepository{Spec: sourcev1.OCIRepositorySpec{URL: "oci://registry.example.com/app", Suspend: true}}
+	wantRepo := &sourcev1.OCIRepository{Spec: sourcev1.OCIRepositorySpec{Suspend: true}}
 	chartLabels := map[string]string{helmNameLabel: "app", helmNamespaceLabel: "default"}
 	chart := &sourcev1.HelmChart{
 		ObjectMeta: metav1.ObjectMeta{Name: "default-app", Labels: chartLabels, Annotations: map[string]string{"reconcile.fluxcd.io/requestedAt": "now"}},
@@ -48,7 +57,7 @@ func TestTrimFluxStatusKeepsWhatTheDeployerReads(t *testing.T) {
 	wantChart := &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Name: "default-app", Labels: chartLabels},
 		Status: sourcev1.HelmChartStatus{ObservedGeneration: 3, Conditions: ready}}
 
-	for _, c := range []struct{ in, want any }{{hr, wantHR}, {ks, wantKS}, {chart, wantChart}} {
+	for _, c := range []struct{ in, want any }{{hr, wantHR}, {ks, wantKS}, {repo, wantRepo}, {chart, wantChart}} {
 		got, err := TrimFluxStatus(c.in)
 		if err != nil {
 			t.Fatal(err)

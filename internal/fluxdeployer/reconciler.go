@@ -95,6 +95,9 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	if last, applied, ok := r.statusOnly(ctx, ad); ok {
 		return r.report(ctx, ad, last.target, time.Until(last.at.Add(last.interval)), applied)
 	}
+	// What the last full reconcile applied tells apply which Flux objects are still as it left them; forgotten
+	// until this one succeeds, so that a failure leaves no record for statusOnly.
+	previous, _ := r.applied.get(client.ObjectKeyFromObject(ad))
 	r.applied.forget(client.ObjectKeyFromObject(ad))
 	cfg, err := loadConfig(ctx, r.configReader, r.configKey)
 	if err != nil {
@@ -129,7 +132,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	}
 	applied := make([]fluxObject, len(objects))
 	for i, obj := range objects {
-		result, live, err := r.apply(ctx, obj)
+		result, live, err := r.apply(ctx, obj, previous)
 		if err != nil {
 			return ctrl.Result{}, err
 		}

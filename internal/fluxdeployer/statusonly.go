@@ -35,9 +35,10 @@ type lastApply struct {
 
 // appliedObject is one Flux object as the deployer left it.
 type appliedObject struct {
-	kind   *fluxKind
-	key    types.NamespacedName
-	digest [sha256.Size]byte // see decidedDigest
+	kind       *fluxKind
+	key        types.NamespacedName
+	generation int64             // see apply
+	digest     [sha256.Size]byte // see decidedDigest
 }
 
 // lastApplies are the lastApply of each ArtifactDeployment reconciled in full since the process started.
@@ -74,14 +75,23 @@ func (r *Reconciler) rememberApply(ad *konfidencev1.ArtifactDeployment, cfg conf
 	a := lastApply{generation: ad.Generation, shard: ad.Labels[konfidencev1.ShardKeyLabel], request: ad.Status.GetLastHandledReconcileRequest(), configVersion: cfg.version,
 		at: time.Now(), interval: cfg.interval, target: t, secrets: secrets}
 	for _, obj := range applied {
-		k, err := kindOf(obj)
+		o, err := appliedObjectOf(obj)
 		if err != nil {
 			return err
 		}
-		a.objects = append(a.objects, appliedObject{kind: k, key: client.ObjectKeyFromObject(obj), digest: decidedDigest(obj)})
+		a.objects = append(a.objects, o)
 	}
 	r.applied.remember(client.ObjectKeyFromObject(ad), a)
 	return nil
+}
+
+// appliedObjectOf records obj as the deployer left it.
+func appliedObjectOf(obj fluxObject) (appliedObject, error) {
+	k, err := kindOf(obj)
+	if err != nil {
+		return appliedObject{}, err
+	}
+	return appliedObject{kind: k, key: client.ObjectKeyFromObject(obj), generation: obj.GetGeneration(), digest: decidedDigest(obj)}, nil
 }
 
 // statusOnly returns the last full reconcile of ad and its Flux objects as the cache holds them, when nothing the

@@ -66,7 +66,7 @@ func TestNodeOperatorAsADeployment(t *testing.T) {
 	updateOperator(t, operator, func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(2)) })
 	t.Logf("scaled to 2 replicas, both Available in %s", time.Since(begin).Round(100*time.Millisecond))
 
-	leader := leaderPod(t, "any pod", func(*corev1.Pod) bool { return true })
+	leader := leaderPod(t, leaseName, "any pod", func(*corev1.Pod) bool { return true })
 	grace := time.Duration(*leader.Spec.TerminationGracePeriodSeconds) * time.Second
 	if err := env.Client.Delete(ctx, leader); err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestNodeOperatorAsADeployment(t *testing.T) {
 	vdNS := newNamespace(t, "handover")
 	vd := createVectorDeployment(t, vdNS, "handover", reg.Ref("", "acme.org/vectors/handover", "1.0.0"))
 
-	next := leaderPod(t, "a pod other than "+leader.Name, func(p *corev1.Pod) bool { return p.Name != leader.Name })
+	next := leaderPod(t, leaseName, "a pod other than "+leader.Name, func(p *corev1.Pod) bool { return p.Name != leader.Name })
 	t.Logf("leader %s deleted; %s holds the Lease %s later", leader.Name, next.Name, time.Since(deleted).Round(100*time.Millisecond))
 	// The kubelet removes the pod once its containers have ended; it kills them only when the grace period is over.
 	testenv.Eventually(t, grace, func() error {
@@ -110,7 +110,7 @@ func TestNodeOperatorAsADeployment(t *testing.T) {
 	t.Logf("image %s-next built and imported in %s", ref, time.Since(begin).Round(100*time.Millisecond))
 	begin = time.Now()
 	updateOperator(t, operator, func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = ref + "-next" })
-	rolled := leaderPod(t, "a pod of "+ref+"-next", func(p *corev1.Pod) bool { return p.Spec.Containers[0].Image == ref+"-next" })
+	rolled := leaderPod(t, leaseName, "a pod of "+ref+"-next", func(p *corev1.Pod) bool { return p.Spec.Containers[0].Image == ref+"-next" })
 	t.Logf("rolled out to %s-next: both pods Available and %s leads %s after the patch", ref, rolled.Name, time.Since(begin).Round(100*time.Millisecond))
 	// The new leader reconciles every object when it starts. The requirement is a window: nothing written for a
 	// while after the rollout. The operator runs in a pod, so the test has no hook into its queue; 15s covers the
@@ -145,29 +145,29 @@ func updateOperator(t *testing.T, d *appsv1.Deployment, change func(*appsv1.Depl
 	}
 }
 
-// leaderPod waits (handoverBound) until a running pod that is wanted holds the operator's Lease, and returns it.
-// client-go names a holder by its host name, the pod's name, and a unique suffix.
-func leaderPod(t *testing.T, what string, wanted func(*corev1.Pod) bool) *corev1.Pod {
+// leaderPod waits (handoverBound) until a running pod that is wanted holds the operator's Lease of that name, and
+// returns it. client-go names a holder by its host name, the pod's name, and a unique suffix.
+func leaderPod(t *testing.T, lease, what string, wanted func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{}
 	testenv.Eventually(t, handoverBound, func() error {
-		lease := &coordinationv1.Lease{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: operatorNamespace(), Name: leaseName}, lease); err != nil {
+		l := &coordinationv1.Lease{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: operatorNamespace(), Name: lease}, l); err != nil {
 			return err
 		}
 		holder := ""
-		if lease.Spec.HolderIdentity != nil {
-			holder, _, _ = strings.Cut(*lease.Spec.HolderIdentity, "_")
+		if l.Spec.HolderIdentity != nil {
+			holder, _, _ = strings.Cut(*l.Spec.HolderIdentity, "_")
 		}
 		if holder == "" {
-			return fmt.Errorf("Lease %s held by nobody, want %s", leaseName, what)
+			return fmt.Errorf("Lease %s held by nobody, want %s", lease, what)
 		}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: operatorNamespace(), Name: holder}, pod); err != nil {
 			return err
 		}
 		if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning || !wanted(pod) {
-			return fmt.Errorf("Lease %s held by pod %s, %s (deleted: %v), want %s", leaseName, holder, pod.Status.Phase, pod.DeletionTimestamp, what)
+			return fmt.Errorf("Lease %s held by pod %s, %s (deleted: %v), want %s", lease, holder, pod.Status.Phase, pod.DeletionTimestamp, what)
 		}
 		return nil
 	})
@@ -193,36 +193,53 @@ func artifactDeploymentNames(t *testing.T, namespace string) []string {
 // the Flux objects it applies their generation, labels, annotations and owners (Flux writes their status).
 func written(t *testing.T, namespace string) map[string]string {
 	t.Helper()
-	lists := []client.ObjectList{
-		&konfidencev1.VectorDeploymentList{}, &konfidencev1.ArtifactDeploymentList{},
-		&sourcev1.HelmRepositoryList{}, &sourcev1.OCIRepositoryList{}, &helmv2.HelmReleaseList{}, &kustomizev1.KustomizationList{},
-	}
+	own, applied := operatorObjects(t, namespace)
 	fingerprints := map[string]string{}
-	for i, list := range lists {
-		if err := env.Client.List(context.Background(), list, client.InNamespace(namespace)); err != nil {
-			t.Fatal(err)
+	for _, obj := range own {
+		fingerprints[objectID(obj)] = "resourceVersion " + obj.GetResourceVersion()
+	}
+	for _, obj := range applied {
+		var owners []string
+		for _, o := range obj.GetOwnerReferences() {
+			owners = append(owners, fmt.Sprintf("%s/%s %s controller=%t", o.Kind, o.Name, o.UID, o.Controller != nil && *o.Controller))
 		}
-		objs, err := meta.ExtractList(list)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range objs {
-			obj := o.(client.Object)
-			id := fmt.Sprintf("%T/%s", list, obj.GetName())
-			if i < 2 {
-				fingerprints[id] = "resourceVersion " + obj.GetResourceVersion()
-				continue
-			}
-			var owners []string
-			for _, o := range obj.GetOwnerReferences() {
-				owners = append(owners, fmt.Sprintf("%s/%s %s controller=%t", o.Kind, o.Name, o.UID, o.Controller != nil && *o.Controller))
-			}
-			fingerprints[id] = fmt.Sprintf("generation %d labels %v annotations %v owners %v",
-				obj.GetGeneration(), obj.GetLabels(), obj.GetAnnotations(), owners)
-		}
+		fingerprints[objectID(obj)] = fmt.Sprintf("generation %d labels %v annotations %v owners %v",
+			obj.GetGeneration(), obj.GetLabels(), obj.GetAnnotations(), owners)
 	}
 	return fingerprints
 }
+
+// operatorObjects lists what the operator writes in the namespace: its own VectorDeployments and
+// ArtifactDeployments, and the Flux objects it applies.
+func operatorObjects(t *testing.T, namespace string) (own, applied []client.Object) {
+	t.Helper()
+	own = listObjects(t, namespace, &konfidencev1.VectorDeploymentList{}, &konfidencev1.ArtifactDeploymentList{})
+	applied = listObjects(t, namespace,
+		&sourcev1.HelmRepositoryList{}, &sourcev1.OCIRepositoryList{}, &helmv2.HelmReleaseList{}, &kustomizev1.KustomizationList{})
+	return own, applied
+}
+
+// listObjects lists the objects of the namespace of every kind given by its list.
+func listObjects(t *testing.T, namespace string, lists ...client.ObjectList) []client.Object {
+	t.Helper()
+	var objs []client.Object
+	for _, list := range lists {
+		if err := env.Client.List(context.Background(), list, client.InNamespace(namespace)); err != nil {
+			t.Fatal(err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range items {
+			objs = append(objs, o.(client.Object))
+		}
+	}
+	return objs
+}
+
+// objectID names an object of a namespace by its Go type and name.
+func objectID(obj client.Object) string { return fmt.Sprintf("%T/%s", obj, obj.GetName()) }
 
 // diff lists the fingerprints that differ, by object.
 func diff(before, after map[string]string) string {

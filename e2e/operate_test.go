@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -192,8 +193,14 @@ func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 		t.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
+	return parseMetrics(t, resp.Body)
+}
+
+// parseMetrics reads the metric families of Prometheus' text format.
+func parseMetrics(t *testing.T, text io.Reader) map[string]*dto.MetricFamily {
+	t.Helper()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := parser.TextToMetricFamilies(text)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,15 +127,26 @@ func buildOperatorImage(ctx context.Context, archive, ref, version string, load 
 // Installer renders what `make build-installer IMG=ref` writes to dist/install.yaml (the same script), into the
 // cluster's directory, and returns its path.
 func (c *Cluster) Installer(ctx context.Context, ref string) (string, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(controlplane.RepoRoot(), "hack", "kustomize-with-image.sh"), ref)
+	out, err := Render(ctx, ref, "config/default")
+	if err != nil {
+		return "", err
+	}
+	path := c.path("install.yaml")
+	return path, os.WriteFile(path, out, 0o600)
+}
+
+// Render builds a kustomization of config/ (config/default, config/sharding) with the manager's image set to ref,
+// with the script `make build-installer` renders dist/install.yaml with, so that what a test applies runs the image
+// the cluster was given.
+func Render(ctx context.Context, ref, dir string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(controlplane.RepoRoot(), "hack", "kustomize-with-image.sh"), ref, dir)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("rendering the installer: %w\n%s", err, stderr.String())
+		return nil, fmt.Errorf("rendering %s for %s: %w\n%s", dir, ref, err, stderr.String())
 	}
-	path := c.path("install.yaml")
-	return path, os.WriteFile(path, out, 0o600)
+	return out, nil
 }
 
 // InstallOperator builds and imports the operator's image ref, applies the installer rendered for it, as a user

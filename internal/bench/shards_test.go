@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -61,8 +62,11 @@ func benchmarkShards(b *testing.B, shards int, l landscape) {
 			}
 		}
 		stopShards(b, env, together.shards)
+		etcdBytes, etcdObjects := storage(b, env)
 
 		b.ReportMetric(float64(shards*l.total()), "artifacts")
+		b.ReportMetric(etcdBytes/(1<<20), "etcd-MiB")
+		b.ReportMetric(etcdObjects, "etcd-objects")
 		largest.report(b, l.total())
 		single := float64(l.total()) / alone.took.Seconds()
 		aggregate := float64(shards*l.total()) / together.took.Seconds()
@@ -235,8 +239,15 @@ func stopShards(t testing.TB, env *testenv.Env, shards []*shard) {
 // series when label is empty).
 func scrapeSum(t testing.TB, addr, name, label string) float64 {
 	t.Helper()
+	return sumSeries(t, getLocal(t, addr, "/metrics"), name, label)
+}
+
+// sumSeries sums the values of the series of metric name whose labels contain label in a Prometheus text
+// exposition.
+func sumSeries(t testing.TB, metrics []byte, name, label string) float64 {
+	t.Helper()
 	sum := 0.0
-	for line := range strings.Lines(string(getLocal(t, addr, "/metrics"))) {
+	for line := range strings.Lines(string(metrics)) {
 		series, value, ok := strings.Cut(strings.TrimSpace(line), " ")
 		if !ok || (series != name && !strings.HasPrefix(series, name+"{")) || !strings.Contains(series, label) {
 			continue
@@ -248,4 +259,19 @@ func scrapeSum(t testing.TB, addr, name, label string) float64 {
 		sum += f
 	}
 	return sum
+}
+
+// storage is what the API server reports of its etcd: the database's size (apiserver_storage_size_bytes, the file
+// with its free pages, polled every 30 s) and the objects it stores (apiserver_resource_objects, every resource, also polled).
+func storage(t testing.TB, env *testenv.Env) (bytes, objects float64) {
+	t.Helper()
+	clients, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := clients.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sumSeries(t, metrics, "apiserver_storage_size_bytes", ""), sumSeries(t, metrics, "apiserver_resource_objects", "")
 }

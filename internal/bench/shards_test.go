@@ -262,7 +262,8 @@ func sumSeries(t testing.TB, metrics []byte, name, label string) float64 {
 }
 
 // storage is what the API server reports of its etcd: the database's size (apiserver_storage_size_bytes, the file
-// with its free pages, polled every 30 s) and the objects it stores (apiserver_resource_objects, every resource, also polled).
+// with its free pages) and the objects it stores (apiserver_resource_objects, every resource), both polled every
+// 30 s.
 func storage(t testing.TB, env *testenv.Env) (bytes, objects float64) {
 	t.Helper()
 	clients, err := kubernetes.NewForConfig(env.Config)

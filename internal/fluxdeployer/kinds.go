@@ -61,7 +61,7 @@ type fluxKind struct {
 // fluxKindTable lists the Flux kinds, in teardown order: a deployment before its source, so that helm-controller and
 // kustomize-controller still find the source while they uninstall or prune.
 var fluxKindTable = []*fluxKind{
-	{
+	{ //nolint:dupl // the deployment kinds' entries are of one shape: the table is the one place that lists the kinds
 		gvk: helmv2.GroupVersion.WithKind(helmv2.HelmReleaseKind),
 		new: func() fluxObject { return &helmv2.HelmRelease{} },
 		observedGeneration: func(o fluxObject) int64 {
@@ -82,7 +82,7 @@ var fluxKindTable = []*fluxKind{
 			ad.Status.FluxKind, ad.Status.ReleaseName = helmv2.HelmReleaseKind, o.(*helmv2.HelmRelease).Spec.ReleaseName
 		},
 	},
-	{
+	{ //nolint:dupl // as above
 		gvk: kustomizev1.GroupVersion.WithKind(kustomizev1.KustomizationKind),
 		new: func() fluxObject { return &kustomizev1.Kustomization{} },
 		observedGeneration: func(o fluxObject) int64 {

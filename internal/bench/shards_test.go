@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,7 +61,12 @@ func benchmarkShards(b *testing.B, shards int, l landscape) {
 		steadyWrites := requeueEveryArtifact(b, env, together.shards, l.total())
 		var largest memory
 		for _, s := range together.shards {
-			if m := measureMemory(b, s.process, s.metricsAddr, ""); m.peakRSS > largest.peakRSS {
+			// BENCH_HEAPPROFILE=heap.pb.gz keeps each shard's heap profile, as heap.pb.gz.shardN.
+			profile := os.Getenv("BENCH_HEAPPROFILE")
+			if profile != "" {
+				profile += "." + s.key
+			}
+			if m := measureMemory(b, s.process, s.metricsAddr, profile); m.peakRSS > largest.peakRSS {
 				largest = m
 			}
 		}

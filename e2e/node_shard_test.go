@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -134,14 +133,11 @@ func render(t *testing.T, image, dir string) []*unstructured.Unstructured {
 func shardInstances(t *testing.T, objs []*unstructured.Unstructured) []*shardInstance {
 	t.Helper()
 	var instances []*shardInstance
-	for _, u := range objs {
-		if u.GetKind() != "Deployment" {
-			continue
-		}
-		d := &appsv1.Deployment{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
-			t.Fatal(err)
-		}
+	deployments, err := controlplane.Deployments(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range deployments {
 		selector := ""
 		for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
 			if s, ok := strings.CutPrefix(arg, "--watch-label-selector="); ok {

@@ -7,7 +7,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
@@ -28,14 +27,11 @@ func TestShardingConfigRunsDistinctShards(t *testing.T) {
 		lease      string
 	}
 	var instances []instance
-	for _, u := range objs {
-		if u.GetKind() != "Deployment" {
-			continue
-		}
-		d := &appsv1.Deployment{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
-			t.Fatal(err)
-		}
+	deployments, err := controlplane.Deployments(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range deployments {
 		args := d.Spec.Template.Spec.Containers[0].Args
 		if len(args) == 0 || args[0] != "run" {
 			t.Fatalf("Deployment %s runs %v", d.Name, args)

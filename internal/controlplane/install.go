@@ -9,9 +9,11 @@ import (
 	"os/exec"
 	"slices"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -54,6 +56,22 @@ func Decode(manifests []byte) ([]*unstructured.Unstructured, error) {
 			objs = append(objs, u)
 		}
 	}
+}
+
+// Deployments returns the Deployments among objs, typed, in their order.
+func Deployments(objs []*unstructured.Unstructured) ([]*appsv1.Deployment, error) {
+	var deployments []*appsv1.Deployment
+	for _, u := range objs {
+		if u.GetKind() != "Deployment" {
+			continue
+		}
+		d := &appsv1.Deployment{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
+			return nil, fmt.Errorf("decoding Deployment %s: %w", u.GetName(), err)
+		}
+		deployments = append(deployments, d)
+	}
+	return deployments, nil
 }
 
 // InstallOperator applies what config/default installs — namespace, CRDs, ServiceAccount, RBAC, Service —

@@ -140,7 +140,7 @@ func (s *shard) converge(b *testing.B, c client.Client, start time.Time, l lands
 			return check(st)
 		}
 	}
-	if _, err := s.watch.waitUntil(b, start, 2*convergeTimeout, l.artifacts, done(func(st state) error {
+	if _, err := s.watch.waitUntil(b, start, shardTimeout(l), l.artifacts, done(func(st state) error {
 		if st.reported < l.total() || st.helmRepositories < l.total() || st.helmReleases < l.total() {
 			return fmt.Errorf("%s: %d/%d ArtifactDeployments reported, %d HelmRepositories, %d HelmReleases", s.key, st.reported, l.total(), st.helmRepositories, st.helmReleases)
 		}
@@ -151,13 +151,19 @@ func (s *shard) converge(b *testing.B, c client.Client, start time.Time, l lands
 	if err := playFlux(context.Background(), c, s.namespace); err != nil {
 		return err
 	}
-	_, err := s.watch.waitUntil(b, start, 2*convergeTimeout, l.artifacts, done(func(st state) error {
+	_, err := s.watch.waitUntil(b, start, shardTimeout(l), l.artifacts, done(func(st state) error {
 		if st.ready < l.total() {
 			return fmt.Errorf("%s: %d/%d ArtifactDeployments Ready", s.key, st.ready, l.total())
 		}
 		return nil
 	}))
 	return err
+}
+
+// shardTimeout bounds one phase of a shard of landscape l: 0.3 s per ArtifactDeployment of the shard, 40 minutes at
+// least. Three shards of 10,000 converged in about 40 minutes together, the API server being their bottleneck.
+func shardTimeout(l landscape) time.Duration {
+	return max(2*convergeTimeout, time.Duration(l.total())*300*time.Millisecond)
 }
 
 // labelling is c, with the shard key label set on every object it creates.

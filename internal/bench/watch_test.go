@@ -107,24 +107,25 @@ func (w *watcher) waitFor(t testing.TB, start time.Time, timeout time.Duration, 
 }
 
 // waitUntil is waitFor for a goroutine of its own: it returns the last refusal of done after timeout instead of
-// failing the test.
+// failing the test. The state is checked at least once, also when timeout had passed before the call, so that the
+// refusal returned is always the state's own.
 func (w *watcher) waitUntil(t testing.TB, start time.Time, timeout time.Duration, artifactsPerVector int, done func(state) error) (time.Duration, error) {
 	ctx := context.Background()
-	var last error
-	for time.Since(start) < timeout {
+	for {
 		s, err := w.state(ctx, artifactsPerVector)
 		if err == nil {
 			if err = done(s); err == nil {
 				return time.Since(start), nil
 			}
 		}
-		last = err
+		if time.Since(start) >= timeout {
+			return 0, fmt.Errorf("after %s: %w", timeout, err)
+		}
 		if os.Getenv("BENCH_DEBUG") != "" && time.Since(start)%time.Second < 100*time.Millisecond {
 			t.Logf("%5.1fs %v", time.Since(start).Seconds(), err)
 		}
 		time.Sleep(100 * time.Millisecond) // every list of the landscape costs CPU the API server could use
 	}
-	return 0, fmt.Errorf("after %s: %w", timeout, last)
 }
 
 // operatorDone: every object is there, every ArtifactDeployment reported its status, every VectorDeployment

@@ -203,9 +203,12 @@ func (r *Reconciler) everyArtifactDeployment(ctx context.Context, _ *corev1.Conf
 	return r.artifactDeployments(ctx)
 }
 
-func (r *Reconciler) artifactDeployments(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+// artifactDeployments requeues every ArtifactDeployment a deployer of the binary handles. Only names and types are
+// read, so the cache's objects are listed as they are, not copied: a copy of each, at once, would raise the
+// process's peak by the size of its whole cache every time the configuration changes.
+func (r *Reconciler) artifactDeployments(ctx context.Context) []reconcile.Request {
 	list := &konfidencev1.ArtifactDeploymentList{}
-	if err := r.client.List(ctx, list, opts...); err != nil {
+	if err := r.client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing ArtifactDeployments to requeue")
 		return nil
 	}

@@ -32,16 +32,18 @@ func (r *Reconciler) teardown(ctx context.Context, vd *konfidencev1.VectorDeploy
 	if !controllerutil.ContainsFinalizer(vd, konfidencev1.TeardownFinalizer) {
 		return ctrl.Result{}, nil
 	}
+	// The namespace may hold thousands of ArtifactDeployments of other VectorDeployments: they are read from the
+	// cache as they are, and only vd's own are copied, since release changes them.
 	list := &konfidencev1.ArtifactDeploymentList{}
-	if err := r.List(ctx, list, client.InNamespace(vd.Namespace)); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(vd.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing ArtifactDeployments: %w", err)
 	}
 	var waiting []string
 	for i := range list.Items {
-		ad := &list.Items[i]
-		if !IsOwnedBy(ad, vd) {
+		if !IsOwnedBy(&list.Items[i], vd) {
 			continue
 		}
+		ad := list.Items[i].DeepCopy()
 		wait, err := r.release(ctx, ad, vd, true)
 		if err != nil {
 			return ctrl.Result{}, err

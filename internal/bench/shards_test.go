@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +25,8 @@ import (
 // every ArtifactDeployment of it is Ready with Flux's status written (playFlux). Then every ArtifactDeployment is
 // reconciled again (a change of the Flux deployer's ConfigMap requeues them in every shard) and the shards' writes
 // are counted from their own client metrics. Reported: each shard's memory (the largest of the shards), the
-// aggregate throughput against the single instance's, and the steady-state writes. Run with -benchtime=1x.
+// aggregate throughput against the single instance's, the steady-state writes, and in each phase the cores the
+// API server, the shards and the benchmark itself kept busy, which share the machine. Run with -benchtime=1x.
 func BenchmarkShards(b *testing.B) {
 	for _, s := range []struct {
 		shards int
@@ -85,14 +87,28 @@ func benchmarkShards(b *testing.B, shards int, l landscape) {
 		b.ReportMetric(aggregate, "aggregate-artifacts/s")
 		b.ReportMetric(aggregate/single, "throughput-ratio")
 		b.ReportMetric(steadyWrites, "steady-writes")
+		alone.cpu.report(b, "single", alone.took)
+		together.cpu.report(b, "aggregate", together.took)
 		b.ReportMetric(together.took.Seconds(), "operator-s")
 	}
 }
 
-// phase is one run of runShards.
+// phase is one run of runShards, with the CPU its processes used meanwhile, in seconds.
 type phase struct {
 	shards []*shard
 	took   time.Duration
+	cpu    cpuTimes
+}
+
+// cpuTimes is CPU time, in seconds, of the processes that share the machine in a phase: the one API server, the
+// operator's processes, and the benchmark's own (its watchers and playFlux).
+type cpuTimes struct{ apiserver, operator, bench float64 }
+
+// report gives each as cores busy on average over the phase, named after it.
+func (c cpuTimes) report(b *testing.B, name string, took time.Duration) {
+	b.ReportMetric(c.apiserver/took.Seconds(), name+"-apiserver-cores")
+	b.ReportMetric(c.operator/took.Seconds(), name+"-operator-cores")
+	b.ReportMetric(c.bench/took.Seconds(), name+"-bench-cores")
 }
 
 // runShards creates the landscape in one namespace per shard key, starts the shards' binaries at once, and waits
@@ -109,6 +125,7 @@ func runShards(b *testing.B, env *testenv.Env, kubeconfig, bin string, keys []st
 		}
 		ph.shards = append(ph.shards, s)
 	}
+	before := cpuTimes{apiserver: apiserverCPU(b, env), bench: ownCPU(b)}
 	start := time.Now()
 	for _, s := range ph.shards {
 		s.process, s.metricsAddr = startBinary(b, kubeconfig, bin,
@@ -124,7 +141,21 @@ func runShards(b *testing.B, env *testenv.Env, kubeconfig, bin string, keys []st
 		}
 	}
 	ph.took = time.Since(start)
+	ph.cpu = cpuTimes{apiserver: apiserverCPU(b, env) - before.apiserver, bench: ownCPU(b) - before.bench}
+	for _, s := range ph.shards {
+		ph.cpu.operator += scrapeSum(b, s.metricsAddr, "process_cpu_seconds_total", "")
+	}
 	return ph
+}
+
+// ownCPU is the CPU time the benchmark's process has used, in seconds.
+func ownCPU(t testing.TB) float64 {
+	t.Helper()
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano()).Seconds()
 }
 
 // converge waits until the shard's ArtifactDeployments have all reported, plays Flux's controllers on their Flux
@@ -281,6 +312,19 @@ func sumSeries(t testing.TB, metrics []byte, name, label string) float64 {
 // 30 s.
 func storage(t testing.TB, env *testenv.Env) (bytes, objects float64) {
 	t.Helper()
+	metrics := apiserverMetrics(t, env)
+	return sumSeries(t, metrics, "apiserver_storage_size_bytes", ""), sumSeries(t, metrics, "apiserver_resource_objects", "")
+}
+
+// apiserverCPU is the CPU time the API server has used, in seconds.
+func apiserverCPU(t testing.TB, env *testenv.Env) float64 {
+	t.Helper()
+	return sumSeries(t, apiserverMetrics(t, env), "process_cpu_seconds_total", "")
+}
+
+// apiserverMetrics is the API server's Prometheus exposition.
+func apiserverMetrics(t testing.TB, env *testenv.Env) []byte {
+	t.Helper()
 	clients, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -289,5 +333,5 @@ func storage(t testing.TB, env *testenv.Env) (bytes, objects float64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sumSeries(t, metrics, "apiserver_storage_size_bytes", ""), sumSeries(t, metrics, "apiserver_resource_objects", "")
+	return metrics
 }

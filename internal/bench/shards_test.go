@@ -192,7 +192,7 @@ func (s *shard) converge(b *testing.B, c client.Client, start time.Time, l lands
 }
 
 // shardTimeout bounds one phase of a shard of landscape l: 0.3 s per ArtifactDeployment of the shard, 40 minutes at
-// least. Three shards of 10,000 converged in about 40 minutes together, the API server being their bottleneck.
+// least. Three shards of 10,000 took 36 to 40 minutes to converge together, the API server being their bottleneck.
 func shardTimeout(l landscape) time.Duration {
 	return max(2*convergeTimeout, time.Duration(l.total())*300*time.Millisecond)
 }

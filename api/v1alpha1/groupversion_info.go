@@ -25,6 +25,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&VectorDeployment{}, &VectorDeploymentList{},
 		&ArtifactDeployment{}, &ArtifactDeploymentList{},
+		&Stage{}, &StageList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -58,6 +58,11 @@ type VectorDeploymentStatus struct {
 
 	meta.ReconcileRequestStatus `json:",inline"`
 
+	// VectorDigest is the manifest digest of the vector as the last reconcile read it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	VectorDigest string `json:"vectorDigest,omitempty"`
+
 	// Artifacts is the number of artifacts in the vector.
 	// +optional
 	Artifacts int32 `json:"artifacts,omitempty"`

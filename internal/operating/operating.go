@@ -145,7 +145,7 @@ func Event(r record.EventRecorder, obj client.Object, revision, eventtype, reaso
 	r.AnnotatedEventf(obj, metadata, eventtype, reason, messageFmt, args...)
 }
 
-// CacheOptions are the options of the manager's cache: VectorDeployments matching vdSelector (nil: all), and
+// CacheOptions are the options of the manager's cache: VectorDeployments and Stages matching vdSelector (nil: all), and
 // only namespace when it is not empty. Every object is cached without its managed fields, which no reconciler
 // reads: they are the largest part of a server-side applied object's metadata, and the cache holds every
 // ArtifactDeployment and its Flux objects (10,000 ArtifactDeployments must fit in 150 MiB); their repeated
@@ -154,7 +154,7 @@ func Event(r record.EventRecorder, obj client.Object, revision, eventtype, reaso
 func CacheOptions(vdSelector labels.Selector, namespace string, trims ...toolscache.TransformFunc) cache.Options {
 	strip := cache.TransformStripManagedFields()
 	opts := cache.Options{
-		ByObject: map[client.Object]cache.ByObject{&konfidencev1.VectorDeployment{}: {Label: vdSelector}},
+		ByObject: map[client.Object]cache.ByObject{&konfidencev1.VectorDeployment{}: {Label: vdSelector}, &konfidencev1.Stage{}: {Label: vdSelector}},
 		DefaultTransform: func(obj any) (any, error) {
 			obj, err := strip(obj)
 			if err == nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 	"github.com/fluxdeployer/fluxdeployer/internal/operating"
 	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
+	"github.com/fluxdeployer/fluxdeployer/internal/stage"
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment/naming"
 )
 
@@ -333,7 +334,7 @@ func (o *Options) trustDefault(runtimeNamespace string) (TrustDefault, error) {
 	return TrustDefault{Require: true, Secret: secret, Signatures: o.requiredSignatures}, err
 }
 
-// SetupWithManager registers the reconciler with the manager.
+// SetupWithManager registers the reconciler with the manager, and the Stage reconciler above it.
 func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) error {
 	secrets, err := parseSecretKeys(o.registrySecrets)
 	if err != nil {
@@ -368,7 +369,11 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 		hashLength:        naming.HashLength,
 		maxArtifacts:      konfidencev1.MaxArtifactsPerVector,
 	}
-	return r.setupWithManager(mgr, shared, shared.ControllerOptions())
+	if err := r.setupWithManager(mgr, shared, shared.ControllerOptions()); err != nil {
+		return err
+	}
+	// Stages create VectorDeployments and read the registry only through this reconciler's reads.
+	return stage.Setup(mgr, shared, r)
 }
 
 // componentIndex indexes ArtifactDeployments by their component annotation, so that one created by Konfidence,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -18,16 +19,44 @@ import (
 type identity struct {
 	component, version string
 	allowReuse         bool
-	// vectorDeploymentUID is set only when reuse is off.
+	// vectorDeploymentUID is set only when reuse is off and the VectorDeployment was not created by a Stage.
 	vectorDeploymentUID types.UID
+	// stageUID is set only when reuse is off and a Stage created the VectorDeployment: the instance belongs to the
+	// landscape, so that every VectorDeployment of the Stage that deploys the same artifact at the same version
+	// keeps it, and a move keeps a database's volumes.
+	stageUID types.UID
 }
 
 func identityOf(a Artifact, vd *konfidencev1.VectorDeployment) identity {
 	id := identity{component: a.Component, version: a.Version, allowReuse: a.Manifest.AllowReuse}
-	if !id.allowReuse {
+	switch stage := stageOf(vd); {
+	case id.allowReuse:
+	case stage != "":
+		id.stageUID = stage
+	default:
 		id.vectorDeploymentUID = vd.UID
 	}
 	return id
+}
+
+// stageOf returns the UID of the Stage that controls vd, if one does. The owner reference is what the Stage
+// reconciler writes when it creates vd; a tenant who writes one by hand only shares instances among VectorDeployments
+// of its own namespace, which it could do anyway.
+func stageOf(vd *konfidencev1.VectorDeployment) types.UID {
+	ref := metav1.GetControllerOfNoCopy(vd)
+	if ref == nil || ref.Kind != "Stage" || ref.APIVersion != konfidencev1.GroupVersion.String() {
+		return ""
+	}
+	return ref.UID
+}
+
+// instanceOwner is the UID folded into the name of a non-reusable artifact's ArtifactDeployment: its Stage's or its
+// VectorDeployment's; empty for a reusable one.
+func (id identity) instanceOwner() string {
+	if id.stageUID != "" {
+		return string(id.stageUID)
+	}
+	return string(id.vectorDeploymentUID)
 }
 
 // identityOfObject reads the identity an ArtifactDeployment was created for from its annotations.
@@ -38,13 +67,14 @@ func identityOfObject(ad *konfidencev1.ArtifactDeployment) identity {
 		version:             a[konfidencev1.ArtifactVersionAnnotation],
 		allowReuse:          a[konfidencev1.AllowReuseAnnotation] == "true",
 		vectorDeploymentUID: types.UID(a[konfidencev1.VectorDeploymentUIDAnnotation]),
+		stageUID:            types.UID(a[konfidencev1.StageUIDAnnotation]),
 	}
 }
 
 // name returns the ArtifactDeployment name and hash for this identity under a collision count. An identity no
 // name can be built from stalls its artifact: the same input fails again.
 func (id identity) name(collisionCount int32, hashLength int) (name, hash string, err error) {
-	name, hash, err = naming.ArtifactDeploymentNameWithHashLength(id.component, id.version, string(id.vectorDeploymentUID), collisionCount, hashLength)
+	name, hash, err = naming.ArtifactDeploymentNameWithHashLength(id.component, id.version, id.instanceOwner(), collisionCount, hashLength)
 	if errors.Is(err, naming.ErrInvalidInput) {
 		err = outcome.Stalling(konfidencev1.InvalidNameInputReason, err)
 	}
@@ -54,6 +84,9 @@ func (id identity) name(collisionCount int32, hashLength int) (name, hash string
 func (id identity) String() string {
 	if id.allowReuse {
 		return fmt.Sprintf("%s:%s (reusable)", id.component, id.version)
+	}
+	if id.stageUID != "" {
+		return fmt.Sprintf("%s:%s (for Stage %s)", id.component, id.version, id.stageUID)
 	}
 	return fmt.Sprintf("%s:%s (for VectorDeployment %s)", id.component, id.version, id.vectorDeploymentUID)
 }
@@ -69,6 +102,9 @@ func (id identity) annotations(hash string, collisionCount int32) map[string]str
 	}
 	if id.vectorDeploymentUID != "" {
 		a[konfidencev1.VectorDeploymentUIDAnnotation] = string(id.vectorDeploymentUID)
+	}
+	if id.stageUID != "" {
+		a[konfidencev1.StageUIDAnnotation] = string(id.stageUID)
 	}
 	if collisionCount > 0 {
 		a[konfidencev1.CollisionCountAnnotation] = strconv.Itoa(int(collisionCount))
@@ -88,7 +124,7 @@ func collisionCountOf(ad *konfidencev1.ArtifactDeployment) int32 {
 // label is the value of ArtifactIdentityLabel: the full-length hash of the unsalted identity, so that every
 // ArtifactDeployment of this identity is found by one label selector whatever salt its name carries.
 func (id identity) label() string {
-	return naming.IdentityHash(id.component, id.version, string(id.vectorDeploymentUID))
+	return naming.IdentityHash(id.component, id.version, id.instanceOwner())
 }
 
 // SameIdentity tells whether two ArtifactDeployments are one deployment to the reconciler, whatever salt their

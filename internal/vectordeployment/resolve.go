@@ -55,7 +55,7 @@ func (r *Reconciler) resolve(ctx context.Context, vd *konfidencev1.VectorDeploym
 		return nil, failVector(vd, outcome.Retrying(konfidencev1.SignatureInvalidReason,
 			fmt.Errorf("reading the keys that verify vector %s: %w", vd.Spec.Vector, err)))
 	}
-	artifacts, err := r.readVector(ctx, vd.Spec.Vector, trust, read)
+	artifacts, digest, err := r.readVector(ctx, vd.Spec.Vector, trust, read)
 	if err != nil {
 		return nil, failVector(vd, fmt.Errorf("reading vector %s: %w", vd.Spec.Vector, err))
 	}
@@ -64,6 +64,8 @@ func (r *Reconciler) resolve(ctx context.Context, vd *konfidencev1.VectorDeploym
 		return nil, failVector(vd, outcome.Stallingf(konfidencev1.VectorTooLargeReason, "vector %s has %d artifacts, more than the %d one VectorDeployment deploys",
 			vd.Spec.Vector, len(artifacts), r.maxArtifacts))
 	}
+	// A Stage records it in its history: which content a move deployed.
+	vd.Status.VectorDigest = digest
 	if msg := repeatedComponents(artifacts); msg != "" {
 		return nil, failVector(vd, outcome.Stallingf(konfidencev1.MultipleComponentVersionsReason, "vector %s: %s", vd.Spec.Vector, msg))
 	}
@@ -110,26 +112,34 @@ func repeatedComponents(artifacts []ResolvedArtifact) string {
 }
 
 // readVector reads a vector through the OCM client, verifies it against every trust policy and returns its
-// artifacts in reference order. It is the reconciler's boundary to OCM: the OCM client's errors leave it as
+// artifacts in reference order and its digest. It is the reconciler's boundary to OCM: the OCM client's errors leave it as
 // outcome errors, of the vector as a whole (the error) or of one artifact (its entry's Err), so that the vector's
 // other artifacts still deploy. A vector that does not verify against a policy fails as a whole.
-func (r *Reconciler) readVector(ctx context.Context, ref string, trust []Trust, read ocm.Read) ([]ResolvedArtifact, error) {
-	// A CTF reference names a directory on the operator's own file system: no tenant may point it there.
-	if parsed, err := ocm.ParseRef(ref); err == nil && parsed.IsCTF() {
-		return nil, fromOCM(&ocm.Error{Reason: ocm.ReasonReferenceInvalid, Ref: ref,
-			Err: errors.New("a VectorDeployment must name an OCI registry, not a CTF directory of the operator's file system")})
+func (r *Reconciler) readVector(ctx context.Context, ref string, trust []Trust, read ocm.Read) ([]ResolvedArtifact, string, error) {
+	if err := refuseCTF(ref); err != nil {
+		return nil, "", err
 	}
 	v, err := r.OCM.ResolveVector(ctx, ref, read)
 	if v == nil {
-		return nil, fromOCM(err)
+		return nil, "", fromOCM(err)
 	}
 	// The vector verified is the one deployed: one read serves every policy and the deployment.
 	for _, t := range trust {
 		if err := r.verify(ctx, v, t, read); err != nil {
-			return nil, fmt.Errorf("%s: %w", t.Origin, fromOCM(err))
+			return nil, "", fmt.Errorf("%s: %w", t.Origin, fromOCM(err))
 		}
 	}
-	return ArtifactsOf(v), nil
+	return ArtifactsOf(v), v.Digest, nil
+}
+
+// refuseCTF refuses a CTF reference: it names a directory on the operator's own file system, and no tenant may
+// point the operator there.
+func refuseCTF(ref string) error {
+	if parsed, err := ocm.ParseRef(ref); err == nil && parsed.IsCTF() {
+		return fromOCM(&ocm.Error{Reason: ocm.ReasonReferenceInvalid, Ref: ref,
+			Err: errors.New("a VectorDeployment must name an OCI registry, not a CTF directory of the operator's file system")})
+	}
+	return nil
 }
 
 func (r *Reconciler) verify(ctx context.Context, v *ocm.Vector, trust Trust, read ocm.Read) error {

@@ -331,10 +331,10 @@ func (r *Reconciler) addDeployerFinalizer(ad *konfidencev1.ArtifactDeployment) {
 func describe(name string, id identity) string { return fmt.Sprintf("%s for %s", name, id) }
 
 // setOwner makes vd an owner of ad: the controller of a non-reusable ArtifactDeployment, one of several
-// non-controlling owners of a reusable one, so Kubernetes garbage collection removes a shared ArtifactDeployment
-// only with its last VectorDeployment.
+// non-controlling owners of a reusable one or of a Stage's instance, which the Stage's VectorDeployments share, so
+// Kubernetes garbage collection removes a shared ArtifactDeployment only with its last VectorDeployment.
 func setOwner(scheme *runtime.Scheme, vd *konfidencev1.VectorDeployment, id identity, ad *konfidencev1.ArtifactDeployment) error {
-	if id.allowReuse {
+	if id.allowReuse || id.stageUID != "" {
 		return controllerutil.SetOwnerReference(vd, ad, scheme)
 	}
 	return controllerutil.SetControllerReference(vd, ad, scheme)

@@ -1,0 +1,52 @@
+package vectordeployment
+
+import (
+	"context"
+	"fmt"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
+	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
+)
+
+// What a Stage asks before it creates a VectorDeployment for a version in its semver range. vd is the
+// VectorDeployment the Stage would create (its namespace, spec.vector, spec.secretRef and spec.verify); it need not
+// exist. Both read exactly as a reconcile of vd would: through the same OCM client (its allow-list, host limits,
+// timeouts and cache), with the credentials vd may use, so a Stage opens no way to a registry that a
+// VectorDeployment of its namespace does not have.
+
+// Versions lists the versions of vd's vector component in its registry.
+func (r *Reconciler) Versions(ctx context.Context, vd *konfidencev1.VectorDeployment, bypassCache bool) ([]string, error) {
+	if err := refuseCTF(vd.Spec.Vector); err != nil {
+		return nil, err
+	}
+	creds, err := r.Credentials.forVectorDeployment(ctx, r.APIReader, vd)
+	if err != nil {
+		return nil, err
+	}
+	versions, err := r.OCM.Versions(ctx, vd.Spec.Vector, ocm.Read{Credentials: creds, BypassCache: bypassCache})
+	if err != nil {
+		return nil, fromOCM(err)
+	}
+	return versions, nil
+}
+
+// Verify reads vd's vector and verifies it against every trust policy a reconcile of vd applies. required is false,
+// and nothing is read, when no policy applies: neither the operator's --require-signatures nor vd's spec.verify. A
+// vector that does not verify fails with the reason the VectorDeployment would report, stalling (see
+// outcome.Stalls); a registry that did not answer is retried.
+func (r *Reconciler) Verify(ctx context.Context, vd *konfidencev1.VectorDeployment, bypassCache bool) (required bool, err error) {
+	trust, err := r.trust(ctx, vd)
+	if err != nil {
+		return true, outcome.Retrying(konfidencev1.SignatureInvalidReason, fmt.Errorf("reading the keys that verify vector %s: %w", vd.Spec.Vector, err))
+	}
+	if len(trust) == 0 {
+		return false, nil
+	}
+	creds, err := r.Credentials.forVectorDeployment(ctx, r.APIReader, vd)
+	if err != nil {
+		return true, err
+	}
+	_, _, err = r.readVector(ctx, vd.Spec.Vector, trust, ocm.Read{Credentials: creds, BypassCache: bypassCache})
+	return true, err
+}

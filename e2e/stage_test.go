@@ -12,6 +12,7 @@ import (
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/stage"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
@@ -350,4 +352,204 @@ func TestStageFollowsSemver(t *testing.T) {
 		}
 		return fmt.Errorf("no Warning %s event naming 1.2.0", konfidencev1.VersionSkippedReason)
 	})
+}
+
+// TestStageThroughGitOps: the Stage lives in a Flux source, an OCI artifact the test pushes, applied by the real
+// kustomize-controller with wait: true. A new revision that changes spec.vector moves the landscape, and the
+// Kustomization that applies it is Ready for that revision only once the Stage is promoted.
+func TestStageThroughGitOps(t *testing.T) {
+	ctx := context.Background()
+	reg := newRegistry(t)
+	config := bundleArtifact(t, reg, "acme.org/artifacts/config", "0.4.0", true, nil)
+	app1 := bundleArtifact(t, reg, "acme.org/artifacts/app", "1.0.0", true, nil)
+	app2 := bundleArtifact(t, reg, "acme.org/artifacts/app", "1.1.0", true, nil)
+	const shop = "acme.org/vectors/shop"
+	reg.Push(t, "", config, app1, app2, ocmtest.Vector(shop, "1.0.0", config, app1), ocmtest.Vector(shop, "2.0.0", config, app2))
+	v1, v2 := reg.Ref("", shop, "1.0.0"), reg.Ref("", shop, "2.0.0")
+
+	startFluxdeployer(t, nil)
+	ns := newNamespace(t, "gitops")
+	// A revision of the landscape's repository: one Stage, as a platform team keeps it in Git.
+	commit := func(vector string) string {
+		t.Helper()
+		files := map[string]string{
+			"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - stage.yaml\n",
+			"stage.yaml": fmt.Sprintf("apiVersion: konfidence.cloud/v1alpha1\nkind: Stage\nmetadata:\n  name: shop\n  namespace: %s\n"+
+				"spec:\n  vector: %s\n  progressDeadline: 2m\n", ns, vector),
+		}
+		ref, err := ocmtest.PushKustomizeBundle(ctx, reg.Host, "gitops/landscape", "latest", files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digest, err := ocmtest.ManifestDigest(ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return digest
+	}
+	rev1 := commit(v1)
+	source := &sourcev1.OCIRepository{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "landscape"},
+		Spec: sourcev1.OCIRepositorySpec{URL: "oci://" + reg.Host + "/gitops/landscape", Reference: &sourcev1.OCIRepositoryRef{Tag: "latest"},
+			Insecure: true, Interval: metav1.Duration{Duration: 2 * time.Second}},
+	}
+	ks := &kustomizev1.Kustomization{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "landscape"},
+		Spec: kustomizev1.KustomizationSpec{
+			SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: source.Name},
+			Path:      "./", Prune: true, Wait: true,
+			Interval: metav1.Duration{Duration: time.Minute}, Timeout: &metav1.Duration{Duration: 3 * time.Minute},
+		},
+	}
+	for _, obj := range []client.Object{source, ks} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := &konfidencev1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"}}
+	// readyFor tells whether the Kustomization is Ready having applied and health-checked revision.
+	readyFor := func(revision string) bool {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ks), ks); err != nil {
+			t.Fatal(err)
+		}
+		return conditions.IsReady(ks) && strings.HasSuffix(ks.Status.LastAppliedRevision, revision)
+	}
+	testenv.Eventually(t, 4*time.Minute, func() error {
+		if !readyFor(rev1) {
+			return fmt.Errorf("Kustomization not Ready for %s: %+v", rev1, ks.Status.Conditions)
+		}
+		return nil
+	})
+	waitStage(t, 10*time.Second, st, promotedTo(v1))
+
+	// The next commit moves the landscape. Sampled throughout: whenever the Kustomization reads Ready for it, the
+	// Stage read after it has been promoted.
+	began := time.Now()
+	rev2 := commit(v2)
+	var samples int
+	testenv.Eventually(t, 4*time.Minute, func() error {
+		samples++
+		ready := readyFor(rev2)
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(st), st); err != nil {
+			return err
+		}
+		promoted := promotedTo(v2)(st)
+		if ready && promoted != nil {
+			t.Fatalf("the Kustomization is Ready for %s before the Stage was promoted: %v", rev2, promoted)
+		}
+		if !ready {
+			return fmt.Errorf("Kustomization not Ready for %s: %+v", rev2, ks.Status.Conditions)
+		}
+		return nil
+	})
+	t.Logf("the commit moved the landscape and the Kustomization was Ready %s after the push (%d samples)", time.Since(began).Round(100*time.Millisecond), samples)
+	if h := st.Status.History; len(h) != 2 || h[0].Vector != v2 || h[1].Vector != v1 {
+		t.Errorf("history: %+v", h)
+	}
+}
+
+// TestStageResumesAfterSIGKILL kills the operator (SIGKILL: no cleanup, no status write) at each step of a move —
+// candidate created, candidate Ready, previous one being deleted — and starts it again: each move ends as it would
+// have, the Stage's VectorDeployments never hold one vector twice, and the history keeps every entry.
+func TestStageResumesAfterSIGKILL(t *testing.T) {
+	if cluster == nil {
+		t.Skip("kills the operator process: needs the embedded control plane")
+	}
+	ctx := context.Background()
+	reg := newRegistry(t)
+	config := bundleArtifact(t, reg, "acme.org/artifacts/config", "0.4.0", true, nil)
+	const shop = "acme.org/vectors/shop"
+	var vectors []string
+	for i := range 4 {
+		version := fmt.Sprintf("1.%d.0", i)
+		app := bundleArtifact(t, reg, "acme.org/artifacts/app", version, true, nil)
+		reg.Push(t, "", config, app, ocmtest.Vector(shop, version, config, app))
+		vectors = append(vectors, reg.Ref("", shop, version))
+	}
+	bin, err := fluxdeployerBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeDeployerConfig(t, nil)
+	var operator *controlplane.Process
+	start := func() {
+		t.Helper()
+		// Without leader election, so that the next process need not wait for the killed one's lease to expire.
+		if operator, err = cluster.StartFluxdeployer(bin, "--log-level=debug", "--enable-leader-election=false"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start()
+	t.Cleanup(func() {
+		deleteNamespaces(t)
+		operator.Stop()
+		if t.Failed() {
+			t.Logf("last lines of the operator:\n%s", operator.Tail(40))
+		}
+	})
+	ns := newNamespace(t, "restart")
+	st := createStage(t, &konfidencev1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"}, Spec: konfidencev1.StageSpec{Vector: vectors[0]}})
+	waitStage(t, 3*time.Minute, st, promotedTo(vectors[0]))
+
+	// owned lists the Stage's VectorDeployments, failing the test when two of them are of one vector.
+	owned := func() map[string]*konfidencev1.VectorDeployment {
+		t.Helper()
+		list := &konfidencev1.VectorDeploymentList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		byVector := map[string]*konfidencev1.VectorDeployment{}
+		for i := range list.Items {
+			vd := &list.Items[i]
+			if other, ok := byVector[vd.Spec.Vector]; ok {
+				t.Fatalf("VectorDeployments %s and %s are both of %s", other.Name, vd.Name, vd.Spec.Vector)
+			}
+			byVector[vd.Spec.Vector] = vd
+		}
+		return byVector
+	}
+	killWhen := func(step string, reached func(map[string]*konfidencev1.VectorDeployment) bool) {
+		t.Helper()
+		testenv.Eventually(t, 3*time.Minute, func() error {
+			if !reached(owned()) {
+				return fmt.Errorf("not yet at %s", step)
+			}
+			return nil
+		})
+		operator.Kill()
+		t.Logf("killed the operator at %q", step)
+		start()
+	}
+
+	setStageVector(t, st, vectors[1])
+	killWhen("candidate created", func(vds map[string]*konfidencev1.VectorDeployment) bool { return vds[vectors[1]] != nil })
+	waitStage(t, 3*time.Minute, st, promotedTo(vectors[1]))
+
+	setStageVector(t, st, vectors[2])
+	killWhen("candidate Ready", func(vds map[string]*konfidencev1.VectorDeployment) bool {
+		return vds[vectors[2]] != nil && conditions.IsReady(vds[vectors[2]])
+	})
+	waitStage(t, 3*time.Minute, st, promotedTo(vectors[2]))
+
+	setStageVector(t, st, vectors[3])
+	killWhen("previous one being deleted", func(vds map[string]*konfidencev1.VectorDeployment) bool {
+		return vds[vectors[2]] == nil || !vds[vectors[2]].DeletionTimestamp.IsZero()
+	})
+	waitStage(t, 3*time.Minute, st, promotedTo(vectors[3]))
+	testenv.Eventually(t, 2*time.Minute, func() error {
+		if vds := owned(); len(vds) != 1 || vds[vectors[3]] == nil {
+			return fmt.Errorf("VectorDeployments of %d vectors, want only the last one's", len(vds))
+		}
+		return nil
+	})
+	h := st.Status.History
+	if len(h) != len(vectors) {
+		t.Fatalf("%d history entries, want %d: %+v", len(h), len(vectors), h)
+	}
+	for i, e := range h {
+		want := vectors[len(vectors)-1-i]
+		if e.Vector != want || e.Outcome != konfidencev1.MovePromoted || (i == 0) != (e.Ended == nil) {
+			t.Errorf("history entry %d: %+v, want %s promoted", i, e, want)
+		}
+	}
 }

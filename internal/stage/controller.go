@@ -54,7 +54,7 @@ type Reconciler struct {
 	now func() time.Time
 }
 
-// +kubebuilder:rbac:groups=konfidence.cloud,resources=stages,verbs=get;list;watch
+// +kubebuilder:rbac:groups=konfidence.cloud,resources=stages,verbs=list;watch
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=stages/status,verbs=patch
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=stages/finalizers,verbs=update
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments,verbs=create;delete

@@ -117,7 +117,7 @@ func TestDecide(t *testing.T) {
 			ready:   condition("True", "Promoted", "vector %s runs as VectorDeployment vd1", v1)},
 	}, {
 		name: "a status lost: the Ready VectorDeployment is taken as active, not removed",
-		s: situation{desired: v2, desiredName: "vd2", owned: owned(vd("vd1", v1, 0, "ready")), now: at(30)},
+		s:    situation{desired: v2, desiredName: "vd2", owned: owned(vd("vd1", v1, 0, "ready")), now: at(30)},
 		want: step{create: true, active: "vd1", candidate: "vd2",
 			history: []konfidencev1.StageHistoryEntry{entry("vd2", v2, konfidencev1.MoveProgressing, 30, nil)},
 			ready:   condition("Unknown", "Progressing", "moving from VectorDeployment vd1 to vector %s: creating VectorDeployment vd2", v2), recheck: 10 * time.Minute},

@@ -29,7 +29,7 @@ import (
 const kustomizeType = "cloud.konfidence.flux.kustomize"
 
 // bundleArtifact publishes a Kustomize bundle of one ConfigMap named after the component and version (files, when
-// given, instead) and returns its artifact component version, not yet pushed.
+// given, instead) and returns its artifact component version, not yet pushed, the bundle pinned by digest.
 func bundleArtifact(t *testing.T, reg *ocmtest.Registry, component, version string, allowReuse bool, files map[string]string) ocmtest.ComponentVersion {
 	t.Helper()
 	base := component[strings.LastIndex(component, "/")+1:]
@@ -43,8 +43,13 @@ func bundleArtifact(t *testing.T, reg *ocmtest.Registry, component, version stri
 	if err != nil {
 		t.Fatal(err)
 	}
+	digest, err := ocmtest.ManifestDigest(context.Background(), bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
 	a := ocmtest.Artifact(component, version, kustomizeType, allowReuse)
-	a.Resources[1] = ocmtest.BundleResource(version, bundle)
+	// Pinned by digest, so that a signed vector's signature covers the bundle.
+	a.Resources[1] = ocmtest.BundleResource(version, bundle).WithOCIDigest(digest)
 	return a
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,6 +110,9 @@ func TestInstancesBelongToTheStage(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitActive(t, st, v1)
+	if h := st.Status.History; len(h) != 1 || !strings.HasPrefix(h[0].Digest, "sha256:") {
+		t.Errorf("the history does not record the digest its VectorDeployment read: %+v", h)
+	}
 	instance := instanceOf(t, ns, db)
 	if instance.Annotations[konfidencev1.StageUIDAnnotation] != string(st.UID) || instance.Annotations[konfidencev1.VectorDeploymentUIDAnnotation] != "" {
 		t.Fatalf("the instance is not the Stage's: %v", instance.Annotations)

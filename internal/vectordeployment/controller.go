@@ -232,15 +232,15 @@ func (r *Reconciler) reconcile(ctx context.Context, vd *konfidencev1.VectorDeplo
 	r.report(vd, artifacts, s)
 	if s.outcome == nil && len(slots) == len(artifacts) {
 		r.synced.Store(client.ObjectKeyFromObject(vd), syncedSpec{generation: vd.Generation, shard: shardKeyOf(vd), slots: resultingSlots(vd, slots),
-			downloaded: conditions.Get(vd, konfidencev1.VectorDownloadedCondition).DeepCopy()})
+			downloaded: conditions.Get(vd, konfidencev1.VectorDownloadedCondition).DeepCopy(), digest: vd.Status.VectorDigest})
 	} else {
 		r.synced.Delete(client.ObjectKeyFromObject(vd))
 	}
 	return r.ended(s, artifacts, slots)
 }
 
-// resultingSlots is the status entry of each synced slot. A status-only reconcile reports these entries and the
-// VectorDownloaded condition as the full reconcile found them, not from the cached status: the write that would
+// resultingSlots is the status entry of each synced slot. A status-only reconcile reports these entries, the
+// VectorDownloaded condition and the vector's digest as the full reconcile found them, not from the cached status: the write that would
 // have recorded them may still be held (see holdsStatus).
 func resultingSlots(vd *konfidencev1.VectorDeployment, slots map[string]slotResult) map[string]konfidencev1.ResultingArtifactDeployment {
 	resulting := make(map[string]konfidencev1.ResultingArtifactDeployment, len(slots))
@@ -268,8 +268,9 @@ type syncedSpec struct {
 	shard      shardKey // the ArtifactDeployments carry it
 	// slots are the status entries of the artifacts' slots, by component.
 	slots map[string]konfidencev1.ResultingArtifactDeployment
-	// downloaded is the VectorDownloaded condition the reconcile set.
+	// downloaded is the VectorDownloaded condition the reconcile set, and digest the vector's digest it read.
 	downloaded *metav1.Condition
+	digest     string
 }
 
 // statusOnly tells whether this reconcile only has to report the state of vd's ArtifactDeployments, as the
@@ -306,6 +307,7 @@ func (r *Reconciler) reconcileStatus(ctx context.Context, vd *konfidencev1.Vecto
 	if synced.downloaded != nil {
 		conditions.Set(vd, synced.downloaded.DeepCopy())
 	}
+	vd.Status.VectorDigest = synced.digest
 	s := summarize(artifacts, slots)
 	r.report(vd, artifacts, s)
 	return r.ended(s, artifacts, slots)

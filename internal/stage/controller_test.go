@@ -225,7 +225,8 @@ func TestStageLeavesAVectorDeploymentItDoesNotControl(t *testing.T) {
 	}
 }
 
-// TestSuspendIsPassedOn: suspending a Stage suspends its VectorDeployments, and resuming it resumes them.
+// TestSuspendIsPassedOn: suspending a Stage suspends its VectorDeployments, and resuming it resumes them; its shard
+// key is theirs too.
 func TestSuspendIsPassedOn(t *testing.T) {
 	ctx := context.Background()
 	reg := ocmtest.NewRegistry(t)
@@ -256,6 +257,20 @@ func TestSuspendIsPassedOn(t *testing.T) {
 			return nil
 		})
 	}
+	// Moved to a shard, the Stage takes its VectorDeployment along.
+	patch := client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"metadata":{"labels":{%q:"shard1"}}}`, konfidencev1.ShardKeyLabel))
+	if err := env.Client.Patch(ctx, st, patch); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vd), vd); err != nil {
+			return err
+		}
+		if vd.Labels[konfidencev1.ShardKeyLabel] != "shard1" {
+			return fmt.Errorf("VectorDeployment %s labels %v, want the Stage's shard key", vd.Name, vd.Labels)
+		}
+		return nil
+	})
 	if err := env.Client.Delete(ctx, st); err != nil {
 		t.Fatal(err)
 	}

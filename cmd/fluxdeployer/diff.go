@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -54,8 +55,8 @@ type plan struct {
 	// NewVectorDeployment is the VectorDeployment a Stage creates for the vector (a VectorDeployment's move is
 	// named by whoever creates it).
 	NewVectorDeployment string `json:"newVectorDeployment,omitempty"`
-	// Supersedes is a Stage's candidate of a move under way, deleted when the Stage moves to another vector: what
-	// only it owns goes with it.
+	// Supersedes is a Stage's candidate of a move under way to another vector, deleted with the move: what it owns
+	// that no VectorDeployment keeps goes with it (delete).
 	Supersedes string            `json:"supersedes,omitempty"`
 	From       string            `json:"from"`
 	To         string            `json:"to"`
@@ -137,11 +138,21 @@ func newDiffCommand() *cobra.Command {
 }
 
 // move is what diff plans: the VectorDeployment that runs, old, replaced by next, a VectorDeployment of the new
-// vector as its creator makes it; for a Stage's move, the Stage and its candidate of a move under way.
+// vector as its creator makes it; for a Stage's move, the Stage and its candidate of a move under way, which goes
+// too.
 type move struct {
-	old, next  *konfidencev1.VectorDeployment
-	stage      *konfidencev1.Stage
-	supersedes string
+	old, next *konfidencev1.VectorDeployment
+	stage     *konfidencev1.Stage
+	// superseded is the Stage's candidate of another vector, nil when there is none (or it is gone already).
+	superseded *konfidencev1.VectorDeployment
+}
+
+// going are the VectorDeployments the move deletes.
+func (m move) going() []*konfidencev1.VectorDeployment {
+	if m.superseded != nil {
+		return []*konfidencev1.VectorDeployment{m.old, m.superseded}
+	}
+	return []*konfidencev1.VectorDeployment{m.old}
 }
 
 // moveOf reads the move of the VectorDeployment or Stage name of kind k to vector.
@@ -174,7 +185,13 @@ func (c *cluster) moveOf(ctx context.Context, k objectKind, name, vector string)
 	}
 	m := move{old: obj.(*konfidencev1.VectorDeployment), next: next, stage: st}
 	if candidate := st.Status.CandidateVectorDeployment; candidate != "" && candidate != next.Name {
-		m.supersedes = candidate
+		vd := &konfidencev1.VectorDeployment{}
+		switch err := c.client.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: candidate}, vd); {
+		case err == nil:
+			m.superseded = vd
+		case !apierrors.IsNotFound(err):
+			return move{}, fmt.Errorf("the candidate VectorDeployment %s of %s: %w", candidate, stageKind.describe(st), c.explain(err))
+		}
 	}
 	return m, nil
 }
@@ -207,7 +224,10 @@ func (c *cluster) planMove(ctx context.Context, m move, artifacts []vectordeploy
 	old, next := m.old, m.next
 	p := plan{VectorDeployment: old.Namespace + "/" + old.Name, From: old.Spec.Vector, To: next.Spec.Vector}
 	if m.stage != nil {
-		p.Stage, p.NewVectorDeployment, p.Supersedes = m.stage.Namespace+"/"+m.stage.Name, next.Name, m.supersedes
+		p.Stage, p.NewVectorDeployment = m.stage.Namespace+"/"+m.stage.Name, next.Name
+	}
+	if m.superseded != nil {
+		p.Supersedes = m.superseded.Name
 	}
 	list := &konfidencev1.ArtifactDeploymentList{}
 	if err := c.client.List(ctx, list, client.InNamespace(old.Namespace)); err != nil {
@@ -235,14 +255,15 @@ func (c *cluster) planMove(ctx context.Context, m move, artifacts []vectordeploy
 		}
 		p.Artifacts = append(p.Artifacts, planned)
 	}
+	going := m.going()
 	for i := range list.Items {
 		ad := &list.Items[i]
-		if kept[ad.Name] || !vectordeployment.IsOwnedBy(ad, old) {
+		if kept[ad.Name] || !slices.ContainsFunc(going, func(vd *konfidencev1.VectorDeployment) bool { return vectordeployment.IsOwnedBy(ad, vd) }) {
 			continue
 		}
 		planned := plannedArtifact{Action: actionDelete, Component: ad.Spec.Component.Name, Version: ad.Spec.Component.Version,
 			Name: ad.Name, AllowReuse: ad.Spec.Manifest.AllowReuse}
-		if others := otherOwners(ad, old); len(others) > 0 {
+		if others := otherOwners(ad, going); len(others) > 0 {
 			planned.Action, planned.Message = actionRelease, "still owned by VectorDeployment "+strings.Join(others, ", ")
 		}
 		p.Artifacts = append(p.Artifacts, planned)
@@ -260,11 +281,11 @@ func adoptable(existing []konfidencev1.ArtifactDeployment, desired *konfidencev1
 	return nil
 }
 
-// otherOwners names the VectorDeployments other than vd that own ad.
-func otherOwners(ad *konfidencev1.ArtifactDeployment, vd *konfidencev1.VectorDeployment) []string {
+// otherOwners names the VectorDeployments that own ad and are not going.
+func otherOwners(ad *konfidencev1.ArtifactDeployment, going []*konfidencev1.VectorDeployment) []string {
 	var names []string
 	for _, ref := range ad.OwnerReferences {
-		if ref.Kind == "VectorDeployment" && ref.UID != vd.UID {
+		if ref.Kind == "VectorDeployment" && !slices.ContainsFunc(going, func(vd *konfidencev1.VectorDeployment) bool { return vd.UID == ref.UID }) {
 			names = append(names, ref.Name)
 		}
 	}
@@ -278,7 +299,7 @@ func printPlan(out io.Writer, p plan) error {
 		_, _ = fmt.Fprintf(out, "Stage %s: %s -> %s\n", p.Stage, p.From, p.To)
 		_, _ = fmt.Fprintf(out, "The Stage creates VectorDeployment %s and deletes VectorDeployment %s once it is Ready.\n", p.NewVectorDeployment, p.VectorDeployment)
 		if p.Supersedes != "" {
-			_, _ = fmt.Fprintf(out, "VectorDeployment %s, the candidate of the move under way, is superseded and deleted: what only it owns goes with it.\n", p.Supersedes)
+			_, _ = fmt.Fprintf(out, "VectorDeployment %s, the candidate of the move under way, is superseded: deleted too.\n", p.Supersedes)
 		}
 	} else {
 		_, _ = fmt.Fprintf(out, "VectorDeployment %s: %s -> %s\n", p.VectorDeployment, p.From, p.To)

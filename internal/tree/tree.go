@@ -46,7 +46,7 @@ type withConditions interface {
 }
 
 func node(kind string, obj withConditions) *Node {
-	n := &Node{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Ready: "Unknown"}
+	n := &Node{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Ready: string(metav1.ConditionUnknown)}
 	if c := conditions.Get(obj, konfidencev1.ReadyCondition); c != nil {
 		n.Ready, n.Reason, n.Message = string(c.Status), c.Reason, c.Message
 	}
@@ -90,7 +90,7 @@ func BuildStage(ctx context.Context, c client.Reader, namespace, name string) (*
 		}
 		i := slices.IndexFunc(vds, func(vd *konfidencev1.VectorDeployment) bool { return vd.Name == want.name })
 		if i < 0 {
-			root.Children = append(root.Children, &Node{Kind: "VectorDeployment", Namespace: namespace, Name: want.name, Role: want.role, Ready: "Unknown", Reason: "NotFound"})
+			root.Children = append(root.Children, &Node{Kind: "VectorDeployment", Namespace: namespace, Name: want.name, Role: want.role, Ready: string(metav1.ConditionUnknown), Reason: "NotFound"})
 			continue
 		}
 		n, err := buildVectorDeployment(ctx, c, vds[i])
@@ -146,7 +146,7 @@ func buildVectorDeployment(ctx context.Context, c client.Reader, vd *konfidencev
 		ad := &konfidencev1.ArtifactDeployment{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: adName}, ad); err != nil {
 			if apierrors.IsNotFound(err) {
-				root.Children = append(root.Children, &Node{Kind: "ArtifactDeployment", Namespace: namespace, Name: adName, Ready: "Unknown", Reason: "NotFound"})
+				root.Children = append(root.Children, &Node{Kind: "ArtifactDeployment", Namespace: namespace, Name: adName, Ready: string(metav1.ConditionUnknown), Reason: "NotFound"})
 				continue
 			}
 			return nil, err

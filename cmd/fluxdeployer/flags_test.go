@@ -240,10 +240,10 @@ func TestWatchLabelSelectorMustParse(t *testing.T) {
 		}
 	}
 	want := map[string]bool{"*v1.HelmChart": true}
-	for _, obj := range append([]client.Object{&konfidencev1.VectorDeployment{}, &konfidencev1.ArtifactDeployment{}}, fluxdeployer.OwnedObjects()...) {
+	for _, obj := range append([]client.Object{&konfidencev1.Stage{}, &konfidencev1.VectorDeployment{}, &konfidencev1.ArtifactDeployment{}}, fluxdeployer.OwnedObjects()...) {
 		want[fmt.Sprintf("%T", obj)] = true
 	}
-	if len(want) != 7 || !maps.Equal(narrowed, want) {
+	if len(want) != 8 || !maps.Equal(narrowed, want) {
 		t.Errorf("narrowed kinds %v, want %v", slices.Sorted(maps.Keys(narrowed)), slices.Sorted(maps.Keys(want)))
 	}
 }

@@ -74,7 +74,7 @@ func (d *NetnsDialer) serve(path string, joined chan<- error) {
 }
 
 func setns(path string) error {
-	f, err := os.Open(path) //nolint:gosec // the namespace's file is the caller's to name
+	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("opening network namespace %s: %w", path, err)
 	}
@@ -113,4 +113,4 @@ func (d *NetnsDialer) Close() {
 
 // NetnsDialer dials from the node's network namespace, where the pods' addresses and the ClusterIPs are routed:
 // a test on the host reaches a Service as a pod does, through kube-proxy.
-func (c *Cluster) NetnsDialer() (*NetnsDialer, error) { return NewNetnsDialer(NetNSPath, 4) }
+func (c *Cluster) NetnsDialer() (*NetnsDialer, error) { return NewNetnsDialer(NetNSPath, 8) }

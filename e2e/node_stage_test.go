@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +19,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -90,6 +93,12 @@ func TestNodeStageMovesWithoutAnOutage(t *testing.T) {
 	if err := env.Client.Create(ctx, st); err != nil {
 		t.Fatal(err)
 	}
+	// Registered after the namespace's deletion, so it runs before it.
+	t.Cleanup(func() {
+		if t.Failed() {
+			logStage(t, st)
+		}
+	})
 	vdName := func(version string) string {
 		name, err := stage.VectorDeploymentName(st.Name, st.UID, refs[version])
 		if err != nil {
@@ -150,7 +159,7 @@ func TestNodeStageMovesWithoutAnOutage(t *testing.T) {
 	waitLandscape(t, ns, v3)
 	t.Logf("v3: v1's and v2's changed releases uninstalled %s after spec.vector changed", time.Since(moved).Round(100*time.Millisecond))
 	p.assertNoFailure(t, "the move to v3")
-	assertWebUntouched(t, "the move to v3", webBefore, webState(t, ns, webAD), writes.stop(t))
+	assertWebUntouched(t, "the move to v3", webBefore, webState(t, ns, webAD), writes)
 
 	// Back to v1: spec.vector set back, a move like any other.
 	writes = countWrites(t, ns, webAD)
@@ -161,7 +170,7 @@ func TestNodeStageMovesWithoutAnOutage(t *testing.T) {
 	waitLandscape(t, ns, v1)
 	t.Logf("rollback to v1: v3's changed releases uninstalled %s after spec.vector changed", time.Since(moved).Round(100*time.Millisecond))
 	p.assertNoFailure(t, "the rollback to v1")
-	assertWebUntouched(t, "the rollback to v1", webBefore, webState(t, ns, webAD), writes.stop(t))
+	assertWebUntouched(t, "the rollback to v1", webBefore, webState(t, ns, webAD), writes)
 	t.Logf("probes over the three moves: %s", p.total())
 
 	// The history tells the moves, newest first.
@@ -176,6 +185,26 @@ func TestNodeStageMovesWithoutAnOutage(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("Stage history %v, want %v", got, want)
 	}
+}
+
+// logStage logs the Stage's status, its VectorDeployments' Ready conditions and the pods of its namespace, for a
+// failure.
+func logStage(t *testing.T, st *konfidencev1.Stage) {
+	ctx := context.Background()
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(st), st); err != nil {
+		t.Logf("Stage %s: %v", st.Name, err)
+		return
+	}
+	t.Logf("Stage %s: active %q, candidate %q, conditions %+v, history %+v", st.Name, st.Status.ActiveVectorDeployment,
+		st.Status.CandidateVectorDeployment, st.Status.Conditions, st.Status.History)
+	vds := &konfidencev1.VectorDeploymentList{}
+	if err := env.Client.List(ctx, vds, client.InNamespace(st.Namespace)); err != nil {
+		t.Log(err)
+	}
+	for _, vd := range vds.Items {
+		t.Logf("VectorDeployment %s (deleted %v): %+v", vd.Name, vd.DeletionTimestamp, conditions.Get(&vd, konfidencev1.ReadyCondition))
+	}
+	t.Logf("pods: %s", realCluster.PodStates(ctx, st.Namespace, nil))
 }
 
 // moveStage sets the Stage's spec.vector and returns when.
@@ -203,8 +232,8 @@ func waitPromoted(t *testing.T, st *konfidencev1.Stage, active string, timeout t
 		}
 		if st.Status.ObservedGeneration != st.Generation || !conditions.IsReady(st) || st.Status.ActiveVectorDeployment != active ||
 			st.Status.CandidateVectorDeployment != "" {
-			return fmt.Errorf("Stage %s: active %q, candidate %q, want %s promoted: %+v; pods: %s", st.Name, st.Status.ActiveVectorDeployment,
-				st.Status.CandidateVectorDeployment, active, conditions.Get(st, konfidencev1.ReadyCondition), realCluster.PodStates(ctx, st.Namespace, nil))
+			return fmt.Errorf("Stage %s: active %q, candidate %q, want %s promoted: %+v", st.Name, st.Status.ActiveVectorDeployment,
+				st.Status.CandidateVectorDeployment, active, conditions.Get(st, konfidencev1.ReadyCondition))
 		}
 		return nil
 	})
@@ -342,10 +371,12 @@ func webState(t *testing.T, namespace, ad string) artifactState {
 }
 
 // assertWebUntouched checks that the unchanged artifact was neither reinstalled nor upgraded during a move, and
-// logs the writes its objects had: its ArtifactDeployment's owners change as VectorDeployments adopt and let go
-// of it, while its workload — Deployment, Service, pods and Helm's storage — is not written at all.
-func assertWebUntouched(t *testing.T, move string, before, after artifactState, writes map[string]int) {
+// logs the writes its objects had and what they changed: its ArtifactDeployment's owners change as
+// VectorDeployments adopt and let go of it, while its workload — Deployment, Service and Helm's storage — is not
+// written at all.
+func assertWebUntouched(t *testing.T, move string, before, after artifactState, w *writeCounter) {
 	t.Helper()
+	writes, changed := w.stop(t)
 	if after.adUID != before.adUID || after.hrUID != before.hrUID || after.deploymentUID != before.deploymentUID {
 		t.Errorf("%s: web's objects were created anew: ArtifactDeployment %s → %s, HelmRelease %s → %s, Deployment %s → %s", move,
 			before.adUID, after.adUID, before.hrUID, after.hrUID, before.deploymentUID, after.deploymentUID)
@@ -358,26 +389,25 @@ func assertWebUntouched(t *testing.T, move string, before, after artifactState, 
 		t.Errorf("%s: web's Helm revisions %v → %v, want its one first revision kept", move, before.revisions, after.revisions)
 	}
 	assertPodsUnchanged(t, move+": web's pods", before.pods, after.pods)
-	var workload []string
-	for id, n := range writes {
-		if !strings.HasPrefix(id, "ArtifactDeployment/") && !strings.HasPrefix(id, "HelmRelease/") && n > 0 {
-			workload = append(workload, fmt.Sprintf("%s: %d", id, n))
+	for _, id := range slices.Sorted(maps.Keys(writes)) {
+		kind, _, _ := strings.Cut(id, "/")
+		if kind == "Deployment" || kind == "Service" || kind == "Secret" {
+			t.Errorf("%s: web's workload was written: %s: %d writes: %v", move, id, writes[id], changed[id])
 		}
 	}
-	if len(workload) > 0 {
-		slices.Sort(workload)
-		t.Errorf("%s: web's workload was written: %v", move, workload)
-	}
-	t.Logf("%s: writes to web's objects (the API server's watch events): %v", move, writes)
+	t.Logf("%s: writes to web's objects (the API server's watch events): %v; what they changed: %v", move, writes, changed)
 }
 
 // writeCounter counts, from the API server's watch events, the writes to a set of objects from the moment it
-// was started: each change, creation or deletion of one of them is one write.
+// was started: each change, creation or deletion of one of them is one write. It keeps what each change changed.
 type writeCounter struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	writes map[string]int
+	// last is each object as last seen, changed what its writes changed (field paths, old → new).
+	last    map[string]map[string]string
+	changed map[string][]string
 	// closed lists the watches the API server ended early: their counts may be short.
 	closed []string
 }
@@ -388,7 +418,7 @@ type writeCounter struct {
 func countWrites(t *testing.T, namespace, ad string) *writeCounter {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &writeCounter{cancel: cancel, writes: map[string]int{}}
+	w := &writeCounter{cancel: cancel, writes: map[string]int{}, last: map[string]map[string]string{}, changed: map[string][]string{}}
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
@@ -409,18 +439,26 @@ func countWrites(t *testing.T, namespace, ad string) *writeCounter {
 		if err := wc.List(ctx, target.list, client.InNamespace(namespace), target.opt); err != nil {
 			t.Fatal(err)
 		}
+		items, err := meta.ExtractList(target.list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range items {
+			obj := o.(client.Object)
+			w.last[target.kind+"/"+obj.GetName()] = flatten(t, obj)
+		}
 		rv := target.list.(metav1.ListInterface).GetResourceVersion()
 		watcher, err := wc.Watch(ctx, target.list, client.InNamespace(namespace), target.opt, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		w.wg.Add(1)
-		go w.count(ctx, target.kind, watcher)
+		go w.count(ctx, t, target.kind, watcher)
 	}
 	return w
 }
 
-func (w *writeCounter) count(ctx context.Context, kind string, watcher watch.Interface) {
+func (w *writeCounter) count(ctx context.Context, t *testing.T, kind string, watcher watch.Interface) {
 	defer w.wg.Done()
 	defer watcher.Stop()
 	for {
@@ -438,22 +476,87 @@ func (w *writeCounter) count(ctx context.Context, kind string, watcher watch.Int
 			if ev.Type == watch.Bookmark || ev.Type == watch.Error || !isObject {
 				continue
 			}
+			id := kind + "/" + obj.GetName()
+			now := flatten(t, obj)
 			w.mu.Lock()
-			w.writes[kind+"/"+obj.GetName()]++
+			w.writes[id]++
+			change := string(ev.Type)
+			if ev.Type == watch.Modified {
+				change = fieldChanges(w.last[id], now)
+			}
+			w.changed[id] = append(w.changed[id], change)
+			w.last[id] = now
 			w.mu.Unlock()
 		}
 	}
 }
 
-// stop ends the watches and returns the writes by object; a watch the API server ended early fails the test.
-func (w *writeCounter) stop(t *testing.T) map[string]int {
+// stop ends the watches and returns the writes by object, and what each changed; a watch the API server ended
+// early fails the test.
+func (w *writeCounter) stop(t *testing.T) (writes map[string]int, changed map[string][]string) {
 	t.Helper()
 	w.cancel()
 	w.wg.Wait()
 	if len(w.closed) > 0 {
 		t.Errorf("the API server ended the watches of %v early: their writes were not all counted", w.closed)
 	}
-	return w.writes
+	return w.writes, w.changed
+}
+
+// flatten maps each field path of the object's JSON to its value, but the resourceVersion and managedFields that
+// every write changes.
+func flatten(t *testing.T, obj client.Object) map[string]string {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Error(err)
+		return nil
+	}
+	fields := map[string]string{}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				walk(path+"."+k, e)
+			}
+		case []any:
+			for i, e := range v {
+				walk(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+		default:
+			b, _ := json.Marshal(v)
+			fields[path] = string(b)
+		}
+	}
+	walk("", v)
+	for path := range fields {
+		if path == ".metadata.resourceVersion" || strings.HasPrefix(path, ".metadata.managedFields") {
+			delete(fields, path)
+		}
+	}
+	return fields
+}
+
+// fieldChanges lists the fields that differ, old → new.
+func fieldChanges(before, after map[string]string) string {
+	var changes []string
+	for path, v := range after {
+		if before[path] != v {
+			changes = append(changes, fmt.Sprintf("%s: %s → %s", path, cmp.Or(before[path], "none"), v))
+		}
+	}
+	for path, v := range before {
+		if _, ok := after[path]; !ok {
+			changes = append(changes, fmt.Sprintf("%s: %s → none", path, v))
+		}
+	}
+	slices.Sort(changes)
+	return strings.Join(changes, ", ")
 }
 
 // probeInterval is how often the prober samples the landscape; probeTimeout bounds one request. A request to a

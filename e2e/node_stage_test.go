@@ -395,7 +395,14 @@ func assertWebUntouched(t *testing.T, move string, before, after artifactState, 
 			t.Errorf("%s: web's workload was written: %s: %d writes: %v", move, id, writes[id], changed[id])
 		}
 	}
-	t.Logf("%s: writes to web's objects (the API server's watch events): %v; what they changed: %v", move, writes, changed)
+	var log strings.Builder
+	for _, id := range slices.Sorted(maps.Keys(writes)) {
+		fmt.Fprintf(&log, "\n  %s: %d writes", id, writes[id])
+		for i, c := range changed[id] {
+			fmt.Fprintf(&log, "\n    %d. %s", i+1, c)
+		}
+	}
+	t.Logf("%s: writes to web's objects (the API server's watch events; none to the others):%s", move, log.String())
 }
 
 // writeCounter counts, from the API server's watch events, the writes to a set of objects from the moment it
@@ -504,7 +511,7 @@ func (w *writeCounter) stop(t *testing.T) (writes map[string]int, changed map[st
 }
 
 // flatten maps each field path of the object's JSON to its value, but the resourceVersion and managedFields that
-// every write changes.
+// every write changes, and the type.
 func flatten(t *testing.T, obj client.Object) map[string]string {
 	data, err := json.Marshal(obj)
 	if err != nil {
@@ -535,7 +542,8 @@ func flatten(t *testing.T, obj client.Object) map[string]string {
 	}
 	walk("", v)
 	for path := range fields {
-		if path == ".metadata.resourceVersion" || strings.HasPrefix(path, ".metadata.managedFields") {
+		// The list's items carry their kind, the watch's objects do not: neither is written.
+		if path == ".metadata.resourceVersion" || strings.HasPrefix(path, ".metadata.managedFields") || path == ".apiVersion" || path == ".kind" {
 			delete(fields, path)
 		}
 	}

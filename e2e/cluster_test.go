@@ -172,17 +172,7 @@ var fluxdeployerBinary = sync.OnceValues(func() (string, error) {
 // stops the operator earlier, nil on an existing cluster.
 func startFluxdeployer(t *testing.T, config map[string]string, args ...string) (stop func()) {
 	t.Helper()
-	ctx := context.Background()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace(), Name: "flux-deployer-configuration"}}
-	if err := env.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
-		t.Fatal(err)
-	}
-	if config != nil {
-		cm.Data = config
-		if err := env.Client.Create(ctx, cm); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeDeployerConfig(t, config)
 	if cluster == nil {
 		return nil // the installed operator follows its ConfigMap (a change requeues every ArtifactDeployment)
 	}
@@ -211,6 +201,22 @@ func startFluxdeployer(t *testing.T, config map[string]string, args ...string) (
 		}
 	})
 	return p.Stop
+}
+
+// writeDeployerConfig writes the Flux deployer's ConfigMap, or deletes it when config is nil.
+func writeDeployerConfig(t *testing.T, config map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace(), Name: "flux-deployer-configuration"}}
+	if err := env.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	if config != nil {
+		cm.Data = config
+		if err := env.Client.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // testNamespaces holds the namespaces each running test created (*testing.T → *[]string).

@@ -109,19 +109,23 @@ var (
 	artifactDeploymentKind = objectKind{"ArtifactDeployment",
 		func() client.Object { return &konfidencev1.ArtifactDeployment{} },
 		func() client.ObjectList { return &konfidencev1.ArtifactDeploymentList{} }}
+	stageKind = objectKind{"Stage",
+		func() client.Object { return &konfidencev1.Stage{} },
+		func() client.ObjectList { return &konfidencev1.StageList{} }}
 )
 
 // kindNames are the names a command line may give a kind by, kubectl's short names among them.
 var kindNames = map[string]objectKind{
 	"vd": vectorDeploymentKind, "vds": vectorDeploymentKind, "vectordeployment": vectorDeploymentKind, "vectordeployments": vectorDeploymentKind,
 	"ad": artifactDeploymentKind, "ads": artifactDeploymentKind, "artifactdeployment": artifactDeploymentKind, "artifactdeployments": artifactDeploymentKind,
+	"st": stageKind, "stage": stageKind, "stages": stageKind,
 }
 
 func parseKind(arg string) (objectKind, error) {
 	if k, ok := kindNames[strings.ToLower(arg)]; ok {
 		return k, nil
 	}
-	return objectKind{}, usageErrorf("unknown kind %q (want vd or ad)", arg)
+	return objectKind{}, usageErrorf("unknown kind %q (want vd, ad or st)", arg)
 }
 
 // describe names an object for messages, as "VectorDeployment ns/name".

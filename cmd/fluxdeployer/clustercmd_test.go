@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,12 +20,13 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
+	"github.com/fluxdeployer/fluxdeployer/internal/stage"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 	"github.com/fluxdeployer/fluxdeployer/internal/tree"
 )
 
-// TestClusterCommands runs tree, reconcile, suspend, resume, wait and diff as a user would, against a real API
-// server with the operator (both reconcilers) running and the Flux controllers' status writes played by the test.
+// TestClusterCommands runs tree, reconcile, suspend, resume, wait, diff, history and rollback as a user would,
+// against a real API server with the operator (its reconcilers, the Stage's among them) running and the Flux controllers' status writes played by the test.
 // The kubeconfig's current context points at a server that does not answer, so every command reaches the API
 // server only through --kubeconfig and --context; the chosen context's namespace is the default of -n.
 func TestClusterCommands(t *testing.T) {
@@ -247,6 +250,97 @@ func TestClusterCommands(t *testing.T) {
 		if p[actionRelease+" acme.org/artifacts/frontend 1.2.3"] != current["acme.org/artifacts/frontend"] ||
 			p[actionDelete+" acme.org/artifacts/database 16.4.0"] != current["acme.org/artifacts/database"] {
 			t.Errorf("plan to the empty vector: %v", p)
+		}
+	})
+
+	t.Run("diff st plans the move the Stage makes, and rollback --wait moves it back", func(t *testing.T) {
+		played := map[string]bool{}
+		for _, ad := range ads {
+			played[ad.Name] = true
+		}
+		// deployed waits for the Stage's VectorDeployment of vector to create its ArtifactDeployments, and plays Flux
+		// for those it has not played yet.
+		deployed := func(st *konfidencev1.Stage, vector string) *konfidencev1.VectorDeployment {
+			t.Helper()
+			name, err := stage.VectorDeploymentName(st.Name, st.UID, vector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vd := &konfidencev1.VectorDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			waitFor(t, env.Client, vd, func() error {
+				if !conditions.IsTrue(vd, konfidencev1.ArtifactDeploymentsCreatedCondition) {
+					return fmt.Errorf("VectorDeployment %s: ArtifactDeploymentsCreated: %+v", name, conditions.Get(vd, konfidencev1.ArtifactDeploymentsCreatedCondition))
+				}
+				return nil
+			})
+			owned, err := ownedArtifactDeployments(ctx, env.Client, vd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ad := range owned {
+				if played[ad.Name] {
+					continue
+				}
+				if ad.Spec.Manifest.Type == "cloud.konfidence.flux.helm" {
+					testenv.Eventually(t, time.Minute, func() error {
+						return env.Client.Get(ctx, client.ObjectKeyFromObject(ad), &helmv2.HelmRelease{})
+					})
+				}
+				flux.playFlux(t, ad)
+				played[ad.Name] = true
+			}
+			return vd
+		}
+		landscape := &konfidencev1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "landscape"}, Spec: konfidencev1.StageSpec{Vector: shopRef}}
+		create(t, env.Client, landscape)
+		first := deployed(landscape, shopRef)
+		must("wait", "st", "landscape", "--timeout", "1m")
+		shop2 := &konfidencev1.VectorDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop-2"}}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(shop2), shop2); err != nil {
+			t.Fatal(err)
+		}
+		ran := first.Status.ResultingArtifactDeployments
+		assertPlan(t, planOf(t, must("diff", "st", "landscape", "--vector", shop2Ref, "-o", "json")), map[string]string{
+			actionKeep + " acme.org/artifacts/frontend 1.2.3":  ran["acme.org/artifacts/frontend"].Name,
+			actionKeep + " acme.org/artifacts/database 16.4.0": ran["acme.org/artifacts/database"].Name, // the Stage's instance
+			actionKeep + " acme.org/artifacts/cache 7.0.0":     shop2.Status.ResultingArtifactDeployments["acme.org/artifacts/cache"].Name,
+			actionRelease + " acme.org/artifacts/config 0.4.0": ran["acme.org/artifacts/config"].Name, // VectorDeployment shop's too
+		})
+		for _, ad := range ads {
+			if ad.Name == ran["acme.org/artifacts/database"].Name && !ad.Spec.Manifest.AllowReuse {
+				t.Errorf("the Stage's database is VectorDeployment shop's, %s", ad.Name)
+			}
+		}
+
+		// The Stage reconciler, given the move, makes what the plan says.
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(landscape), landscape); err != nil {
+			t.Fatal(err)
+		}
+		landscape.Spec.Vector = shop2Ref
+		if err := env.Client.Update(ctx, landscape); err != nil {
+			t.Fatal(err)
+		}
+		second := deployed(landscape, shop2Ref)
+		if got := second.Status.ResultingArtifactDeployments; got["acme.org/artifacts/database"].Name != ran["acme.org/artifacts/database"].Name ||
+			got["acme.org/artifacts/frontend"].Name != ran["acme.org/artifacts/frontend"].Name {
+			t.Errorf("the Stage's move made %+v; before it ran %+v", got, ran)
+		}
+		must("wait", "st", "landscape", "--timeout", "1m")
+		if out := must("history", "st", "landscape"); !strings.Contains(out, second.Name+" (active)") || !strings.Contains(out, first.Name+"  ") {
+			t.Errorf("history after the move:\n%s", out)
+		}
+
+		// Back to the first vector: its VectorDeployment, deleted once the second was promoted, comes back.
+		out := must("rollback", "st", "landscape", "--wait", "--timeout", "1m")
+		if !strings.Contains(out, "Stage "+ns+"/landscape: spec.vector set to "+shopRef+" (was "+shop2Ref+")\n") ||
+			!strings.Contains(out, "Stage "+ns+"/landscape: Ready: ") {
+			t.Errorf("rollback --wait:\n%s", out)
+		}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(landscape), landscape); err != nil || landscape.Status.ActiveVectorDeployment != first.Name {
+			t.Errorf("after the rollback the Stage runs %q, want %s (%v)", landscape.Status.ActiveVectorDeployment, first.Name, err)
+		}
+		if out := must("tree", "st/landscape"); !strings.HasPrefix(out, "Stage/landscape  Ready=True Promoted\n└── VectorDeployment/"+first.Name+" (active)  Ready=True") {
+			t.Errorf("tree st/landscape:\n%s", out)
 		}
 	})
 

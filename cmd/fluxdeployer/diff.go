@@ -9,11 +9,13 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
+	"github.com/fluxdeployer/fluxdeployer/internal/stage"
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment"
 )
 
@@ -36,8 +38,9 @@ type plannedArtifact struct {
 	Action    string `json:"action"`
 	Component string `json:"component"`
 	Version   string `json:"version"`
-	// Name is the ArtifactDeployment's; for a created non-reusable artifact it is named for a placeholder UID,
-	// since the name depends on the new VectorDeployment's UID.
+	// Name is the ArtifactDeployment's; for a created non-reusable artifact of a VectorDeployment's move it is named
+	// for a placeholder UID, since the name depends on the new VectorDeployment's UID (a Stage's are named for the
+	// Stage's UID, which is known).
 	Name       string `json:"name,omitempty"`
 	AllowReuse bool   `json:"allowReuse"`
 	Reason     string `json:"reason,omitempty"`
@@ -46,10 +49,18 @@ type plannedArtifact struct {
 
 // plan is the output of `diff -o json|yaml`.
 type plan struct {
-	VectorDeployment string            `json:"vectorDeployment"`
-	From             string            `json:"from"`
-	To               string            `json:"to"`
-	Artifacts        []plannedArtifact `json:"artifacts"`
+	// Stage is set for a Stage's move, whose VectorDeployment is the active one.
+	Stage            string `json:"stage,omitempty"`
+	VectorDeployment string `json:"vectorDeployment"`
+	// NewVectorDeployment is the VectorDeployment a Stage creates for the vector (a VectorDeployment's move is
+	// named by whoever creates it).
+	NewVectorDeployment string `json:"newVectorDeployment,omitempty"`
+	// Supersedes is a Stage's candidate of a move under way to another vector, deleted with the move: what it owns
+	// that no VectorDeployment keeps goes with it (delete).
+	Supersedes string            `json:"supersedes,omitempty"`
+	From       string            `json:"from"`
+	To         string            `json:"to"`
+	Artifacts  []plannedArtifact `json:"artifacts"`
 }
 
 func newDiffCommand() *cobra.Command {
@@ -58,20 +69,23 @@ func newDiffCommand() *cobra.Command {
 	var vector string
 	var output *outputFormat
 	cmd := &cobra.Command{
-		Use:   "diff vd NAME --vector REF [-o json|yaml]",
-		Short: "Show what moving a VectorDeployment to another vector would keep, create and remove",
+		Use:   "diff vd|st NAME --vector REF [-o json|yaml]",
+		Short: "Show what moving a VectorDeployment or a Stage to another vector would keep, create and remove",
 		Long: "A VectorDeployment's vector cannot change: moving to another vector is a VectorDeployment of the new vector,\n" +
 			"created before the old one is deleted. diff plans that move for VectorDeployment NAME with the reconciler's own\n" +
 			"naming, against the ArtifactDeployments in the cluster: which ArtifactDeployments (releases) the new one keeps\n" +
 			"(reusable artifacts of the same version: same name), which it creates (new versions, and every non-reusable\n" +
 			"artifact, named for the new VectorDeployment's UID), and which go away with the old one (deleted, or released\n" +
-			"to another VectorDeployment that owns them too). Exits 1 when an artifact of the new vector would not deploy.",
+			"to another VectorDeployment that owns them too). For a Stage (st NAME), diff plans the move the Stage makes when\n" +
+			"its spec.vector is set to REF: from its active VectorDeployment to the one the Stage creates for REF, which the\n" +
+			"Stage controls, so that its non-reusable artifacts are named for the Stage's UID and one of the same version is\n" +
+			"kept. Exits 1 when an artifact of the new vector would not deploy.",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 2 {
-				return fmt.Errorf("want vd NAME")
+				return fmt.Errorf("want vd NAME or st NAME")
 			}
-			if k, err := parseKind(args[0]); err != nil || k.kind != vectorDeploymentKind.kind {
-				return fmt.Errorf("diff plans VectorDeployments (vd), not %q", args[0])
+			if k, err := parseKind(args[0]); err != nil || k.kind != vectorDeploymentKind.kind && k.kind != stageKind.kind {
+				return fmt.Errorf("diff plans VectorDeployments (vd) and Stages (st), not %q", args[0])
 			}
 			return nil
 		},
@@ -83,7 +97,8 @@ func newDiffCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			obj, err := c.get(cmd.Context(), vectorDeploymentKind, args[1])
+			k, _ := parseKind(args[0])
+			m, err := c.moveOf(cmd.Context(), k, args[1], vector)
 			if err != nil {
 				return err
 			}
@@ -95,7 +110,7 @@ func newDiffCommand() *cobra.Command {
 			if v == nil {
 				return err
 			}
-			p, err := c.planMove(cmd.Context(), obj.(*konfidencev1.VectorDeployment), vector, vectordeployment.ArtifactsOf(v))
+			p, err := c.planMove(cmd.Context(), m, vectordeployment.ArtifactsOf(v))
 			if err != nil {
 				return err
 			}
@@ -122,11 +137,98 @@ func newDiffCommand() *cobra.Command {
 	return cmd
 }
 
-// planMove plans replacing old by a VectorDeployment of vector in its namespace: the new one's ArtifactDeployments
-// are built by the reconciler's code for a placeholder UID, and an existing ArtifactDeployment of the same identity
-// is adopted, as the reconciler adopts it, whatever its name.
-func (c *cluster) planMove(ctx context.Context, old *konfidencev1.VectorDeployment, vector string, artifacts []vectordeployment.ResolvedArtifact) (plan, error) {
-	p := plan{VectorDeployment: old.Namespace + "/" + old.Name, From: old.Spec.Vector, To: vector}
+// move is what diff plans: the VectorDeployment that runs, old, replaced by next, a VectorDeployment of the new
+// vector as its creator makes it; for a Stage's move, the Stage and its candidate of a move under way, which goes
+// too.
+type move struct {
+	old, next *konfidencev1.VectorDeployment
+	stage     *konfidencev1.Stage
+	// superseded is the Stage's candidate of another vector, nil when there is none (or it is gone already).
+	superseded *konfidencev1.VectorDeployment
+}
+
+// going are the VectorDeployments the move deletes.
+func (m move) going() []*konfidencev1.VectorDeployment {
+	if m.superseded != nil {
+		return []*konfidencev1.VectorDeployment{m.old, m.superseded}
+	}
+	return []*konfidencev1.VectorDeployment{m.old}
+}
+
+// moveOf reads the move of the VectorDeployment or Stage name of kind k to vector.
+func (c *cluster) moveOf(ctx context.Context, k objectKind, name, vector string) (move, error) {
+	if k.kind != stageKind.kind {
+		obj, err := c.get(ctx, vectorDeploymentKind, name)
+		if err != nil {
+			return move{}, err
+		}
+		old := obj.(*konfidencev1.VectorDeployment)
+		return move{old: old, next: &konfidencev1.VectorDeployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: old.Namespace, Name: old.Name, UID: placeholderUID},
+			Spec:       konfidencev1.VectorDeploymentSpec{Vector: vector},
+		}}, nil
+	}
+	st, err := c.getStage(ctx, name)
+	if err != nil {
+		return move{}, err
+	}
+	if st.Status.ActiveVectorDeployment == "" {
+		return move{}, fmt.Errorf("%s runs no VectorDeployment yet (status.activeVectorDeployment is empty): no move to plan from", stageKind.describe(st))
+	}
+	obj, err := c.get(ctx, vectorDeploymentKind, st.Status.ActiveVectorDeployment)
+	if err != nil {
+		return move{}, fmt.Errorf("the active VectorDeployment of %s: %w", stageKind.describe(st), err)
+	}
+	next, err := stageVectorDeployment(st, vector)
+	if err != nil {
+		return move{}, err
+	}
+	m := move{old: obj.(*konfidencev1.VectorDeployment), next: next, stage: st}
+	if candidate := st.Status.CandidateVectorDeployment; candidate != "" && candidate != next.Name {
+		vd := &konfidencev1.VectorDeployment{}
+		switch err := c.client.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: candidate}, vd); {
+		case err == nil:
+			m.superseded = vd
+		case !apierrors.IsNotFound(err):
+			return move{}, fmt.Errorf("the candidate VectorDeployment %s of %s: %w", candidate, stageKind.describe(st), c.explain(err))
+		}
+	}
+	return m, nil
+}
+
+// stageVectorDeployment is the VectorDeployment the Stage reconciler creates for vector, as far as naming its
+// ArtifactDeployments goes: its name, and the Stage as its controller, whose UID names the instances of its
+// non-reusable artifacts (so that a move keeps one of the same version). Its own UID is not known yet.
+func stageVectorDeployment(st *konfidencev1.Stage, vector string) (*konfidencev1.VectorDeployment, error) {
+	name, err := stage.VectorDeploymentName(st.Name, st.UID, vector)
+	if err != nil {
+		return nil, err
+	}
+	controller := true
+	return &konfidencev1.VectorDeployment{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: st.Namespace, Name: name, UID: placeholderUID,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: konfidencev1.GroupVersion.String(), Kind: stageKind.kind, Name: st.Name, UID: st.UID,
+				Controller: &controller, BlockOwnerDeletion: &controller,
+			}},
+		},
+		Spec: konfidencev1.VectorDeploymentSpec{Vector: vector},
+	}, nil
+}
+
+// planMove plans replacing m.old by m.next in its namespace: the new one's ArtifactDeployments are built by the
+// reconciler's code, and an existing ArtifactDeployment of the same identity is adopted, as the reconciler adopts
+// it, whatever its name.
+func (c *cluster) planMove(ctx context.Context, m move, artifacts []vectordeployment.ResolvedArtifact) (plan, error) {
+	old, next := m.old, m.next
+	p := plan{VectorDeployment: old.Namespace + "/" + old.Name, From: old.Spec.Vector, To: next.Spec.Vector}
+	if m.stage != nil {
+		p.Stage, p.NewVectorDeployment = m.stage.Namespace+"/"+m.stage.Name, next.Name
+	}
+	if m.superseded != nil {
+		p.Supersedes = m.superseded.Name
+	}
 	list := &konfidencev1.ArtifactDeploymentList{}
 	if err := c.client.List(ctx, list, client.InNamespace(old.Namespace)); err != nil {
 		return p, c.explain(err)
@@ -134,10 +236,6 @@ func (c *cluster) planMove(ctx context.Context, old *konfidencev1.VectorDeployme
 	scheme, err := newScheme()
 	if err != nil {
 		return p, err
-	}
-	next := &konfidencev1.VectorDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: old.Namespace, Name: old.Name, UID: placeholderUID},
-		Spec:       konfidencev1.VectorDeploymentSpec{Vector: vector},
 	}
 	kept := map[string]bool{}
 	for _, d := range desiredArtifacts(scheme, next, artifacts) {
@@ -152,19 +250,20 @@ func (c *cluster) planMove(ctx context.Context, old *konfidencev1.VectorDeployme
 		if existing := adoptable(list.Items, d.deployment); existing != nil {
 			planned.Action, planned.Name = actionKeep, existing.Name
 			kept[existing.Name] = true
-		} else if !planned.AllowReuse {
+		} else if !planned.AllowReuse && m.stage == nil {
 			planned.Message = "named for the new VectorDeployment's UID"
 		}
 		p.Artifacts = append(p.Artifacts, planned)
 	}
+	going := m.going()
 	for i := range list.Items {
 		ad := &list.Items[i]
-		if kept[ad.Name] || !vectordeployment.IsOwnedBy(ad, old) {
+		if kept[ad.Name] || !slices.ContainsFunc(going, func(vd *konfidencev1.VectorDeployment) bool { return vectordeployment.IsOwnedBy(ad, vd) }) {
 			continue
 		}
 		planned := plannedArtifact{Action: actionDelete, Component: ad.Spec.Component.Name, Version: ad.Spec.Component.Version,
 			Name: ad.Name, AllowReuse: ad.Spec.Manifest.AllowReuse}
-		if others := otherOwners(ad, old); len(others) > 0 {
+		if others := otherOwners(ad, going); len(others) > 0 {
 			planned.Action, planned.Message = actionRelease, "still owned by VectorDeployment "+strings.Join(others, ", ")
 		}
 		p.Artifacts = append(p.Artifacts, planned)
@@ -182,21 +281,30 @@ func adoptable(existing []konfidencev1.ArtifactDeployment, desired *konfidencev1
 	return nil
 }
 
-// otherOwners names the VectorDeployments other than vd that own ad.
-func otherOwners(ad *konfidencev1.ArtifactDeployment, vd *konfidencev1.VectorDeployment) []string {
+// otherOwners names the VectorDeployments that own ad and are not going.
+func otherOwners(ad *konfidencev1.ArtifactDeployment, going []*konfidencev1.VectorDeployment) []string {
 	var names []string
 	for _, ref := range ad.OwnerReferences {
-		if ref.Kind == "VectorDeployment" && ref.UID != vd.UID {
+		if ref.Kind == "VectorDeployment" && !slices.ContainsFunc(going, func(vd *konfidencev1.VectorDeployment) bool { return vd.UID == ref.UID }) {
 			names = append(names, ref.Name)
 		}
 	}
 	return names
 }
 
-// printPlan writes the plan as a table, the order of applying it first.
+// printPlan writes the plan as a table, the order of applying it first: for a VectorDeployment, the person applying
+// it keeps the order; a Stage keeps it itself.
 func printPlan(out io.Writer, p plan) error {
-	_, _ = fmt.Fprintf(out, "VectorDeployment %s: %s -> %s\n", p.VectorDeployment, p.From, p.To)
-	_, _ = fmt.Fprintln(out, "Create the new VectorDeployment before deleting the old one: deleted first, the old one tears down what the new one would keep.")
+	if p.Stage != "" {
+		_, _ = fmt.Fprintf(out, "Stage %s: %s -> %s\n", p.Stage, p.From, p.To)
+		_, _ = fmt.Fprintf(out, "The Stage creates VectorDeployment %s and deletes VectorDeployment %s once it is Ready.\n", p.NewVectorDeployment, p.VectorDeployment)
+		if p.Supersedes != "" {
+			_, _ = fmt.Fprintf(out, "VectorDeployment %s, the candidate of the move under way, is superseded: deleted too.\n", p.Supersedes)
+		}
+	} else {
+		_, _ = fmt.Fprintf(out, "VectorDeployment %s: %s -> %s\n", p.VectorDeployment, p.From, p.To)
+		_, _ = fmt.Fprintln(out, "Create the new VectorDeployment before deleting the old one: deleted first, the old one tears down what the new one would keep.")
+	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(w, "ACTION\tCOMPONENT\tVERSION\tREUSE\tARTIFACTDEPLOYMENT\tNOTE")
 	for _, a := range p.Artifacts {

@@ -21,6 +21,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -144,7 +145,7 @@ func (s *operatorScenario) run(t *testing.T, ns string) {
 	chart := ocmtest.Artifact("acme.org/artifacts/frontend", "1.2.3", "cloud.konfidence.flux.helm", true)
 	bundle := ocmtest.Artifact("acme.org/artifacts/config", "0.4.0", "cloud.konfidence.flux.kustomize", false)
 	bundle.Resources[1] = ocmtest.BundleResource("0.4.0", "registry.example.com/bundles/config:0.4.0")
-	reg.Push(t, "", chart, bundle, ocmtest.Vector("acme.org/vectors/shop", "1.0.0", chart, bundle))
+	reg.Push(t, "", chart, bundle, ocmtest.Vector("acme.org/vectors/shop", "1.0.0", chart, bundle), ocmtest.Vector("acme.org/vectors/shop", "2.0.0", chart))
 
 	// The deployer's configuration names a pull Secret, which exists in the namespace.
 	create(t, c,
@@ -197,6 +198,8 @@ func (s *operatorScenario) run(t *testing.T, ns string) {
 		return nil
 	})
 
+	s.moveStage(t, ns, reg)
+
 	// Suspend, a reconcile request, resume: each reaches the Flux objects.
 	ad := ads[0]
 	for _, step := range []map[string]any{
@@ -244,6 +247,56 @@ func (s *operatorScenario) run(t *testing.T, ns string) {
 			return e.Verb == "update" && e.ObjectRef != nil && e.ObjectRef.Resource == "leases"
 		}) {
 			return errors.New("the operator has not renewed its leader-election Lease yet")
+		}
+		return nil
+	})
+}
+
+// moveStage runs a Stage on the vector, then moves it to the next one: the Stage creates a VectorDeployment per
+// vector, its instance of the non-reusable bundle is deployed (Flux played), and the first VectorDeployment is
+// deleted once the second is Ready.
+func (s *operatorScenario) moveStage(t *testing.T, ns string, reg *ocmtest.Registry) {
+	t.Helper()
+	ctx := context.Background()
+	c := s.env.Client
+	st := &konfidencev1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "landscape"},
+		Spec: konfidencev1.StageSpec{Vector: reg.Ref("", "acme.org/vectors/shop", "1.0.0")}}
+	create(t, c, st)
+	var instance *konfidencev1.ArtifactDeployment
+	testenv.Eventually(t, time.Minute, func() error {
+		list := &konfidencev1.ArtifactDeploymentList{}
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for i := range list.Items {
+			if list.Items[i].Annotations[konfidencev1.StageUIDAnnotation] == string(st.UID) {
+				instance = &list.Items[i]
+				return nil
+			}
+		}
+		return fmt.Errorf("the Stage's instance of the bundle is not there yet")
+	})
+	s.playFlux(t, instance)
+	waitFor(t, c, st, func() error {
+		if !conditions.IsReady(st) || st.Status.ActiveVectorDeployment == "" {
+			return fmt.Errorf("Stage not Ready: %+v", st.Status.Conditions)
+		}
+		return nil
+	})
+	first := &konfidencev1.VectorDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: st.Status.ActiveVectorDeployment}}
+	patch := fmt.Sprintf(`{"spec":{"vector":%q}}`, reg.Ref("", "acme.org/vectors/shop", "2.0.0"))
+	if err := c.Patch(ctx, st, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c, st, func() error {
+		if !conditions.IsReady(st) || st.Status.ActiveVectorDeployment == first.Name || st.Status.ObservedGeneration != st.Generation {
+			return fmt.Errorf("Stage not moved: active %s, %+v", st.Status.ActiveVectorDeployment, st.Status.Conditions)
+		}
+		return nil
+	})
+	testenv.Eventually(t, time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(first), first); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("VectorDeployment %s of the first vector still there (%v)", first.Name, err)
 		}
 		return nil
 	})

@@ -35,7 +35,7 @@ func (s *selection) bind(f *pflag.FlagSet) {
 func (s *selection) args(_ *cobra.Command, args []string) error {
 	switch {
 	case len(args) == 0:
-		return errors.New("name a kind (vd or ad) and an object, or a kind and --all")
+		return errors.New("name a kind (vd, ad or st) and an object, or a kind and --all")
 	case s.all && len(args) != 1:
 		return errors.New("--all takes a kind and no NAME")
 	case !s.all && len(args) != 2:
@@ -110,10 +110,11 @@ func newReconcileCommand() *cobra.Command {
 	var w waitFlags
 	var withArtifacts bool
 	cmd := &cobra.Command{
-		Use:   "reconcile vd|ad (NAME | --all) [--with-artifacts] [--wait [--timeout D]]",
-		Short: "Ask the operator to reconcile a VectorDeployment or ArtifactDeployment now",
+		Use:   "reconcile vd|ad|st (NAME | --all) [--with-artifacts] [--wait [--timeout D]]",
+		Short: "Ask the operator to reconcile a VectorDeployment, ArtifactDeployment or Stage now",
 		Long: "Sets Flux's reconcile.fluxcd.io/requestedAt annotation: a VectorDeployment reads its vector from the registry\n" +
-			"again (not from the cache), an ArtifactDeployment passes the request on to its Flux objects. With --wait, waits\n" +
+			"again (not from the cache), an ArtifactDeployment passes the request on to its Flux objects, a Stage asks the\n" +
+			"registry again for spec.semver's newest version and passes the request on to its VectorDeployments. With --wait, waits\n" +
 			"until the operator has handled the request (status.lastHandledReconcileAt) and the object is Ready (exit 0),\n" +
 			"Stalled or still not Ready after --timeout (exit 1, with the reason). --with-artifacts also asks a\n" +
 			"VectorDeployment's ArtifactDeployments, before the VectorDeployment itself.",
@@ -212,10 +213,11 @@ func (c *cluster) mergePatch(ctx context.Context, obj client.Object, patch map[s
 func newSuspendCommand() *cobra.Command {
 	var s selection
 	cmd := &cobra.Command{
-		Use:   "suspend vd|ad (NAME | --all)",
-		Short: "Suspend a VectorDeployment or ArtifactDeployment (spec.suspend)",
+		Use:   "suspend vd|ad|st (NAME | --all)",
+		Short: "Suspend a VectorDeployment, ArtifactDeployment or Stage (spec.suspend)",
 		Long: "Sets spec.suspend: a suspended VectorDeployment is not reconciled (its ArtifactDeployments keep running); a\n" +
-			"suspended ArtifactDeployment is not reconciled and suspends its Flux objects, so Flux stops too.",
+			"suspended ArtifactDeployment is not reconciled and suspends its Flux objects, so Flux stops too; a suspended\n" +
+			"Stage does not move and suspends its VectorDeployments, so the landscape stands still.",
 		Args: s.args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return s.forEach(cmd, args, 0, func(ctx context.Context, c *cluster, k objectKind, obj client.Object) error {
@@ -235,8 +237,8 @@ func newResumeCommand() *cobra.Command {
 	var s selection
 	var w waitFlags
 	cmd := &cobra.Command{
-		Use:   "resume vd|ad (NAME | --all) [--wait [--timeout D]]",
-		Short: "Resume a suspended VectorDeployment or ArtifactDeployment and ask for a reconcile",
+		Use:   "resume vd|ad|st (NAME | --all) [--wait [--timeout D]]",
+		Short: "Resume a suspended VectorDeployment, ArtifactDeployment or Stage and ask for a reconcile",
 		Long: "Clears spec.suspend and sets reconcile.fluxcd.io/requestedAt in one patch, as `flux resume` does. With --wait,\n" +
 			"waits until the request is handled and the object Ready (exit 0), Stalled or not Ready after --timeout (exit 1).",
 		Args: s.args,
@@ -263,10 +265,12 @@ func newWaitCommand() *cobra.Command {
 	var s selection
 	var w waitFlags
 	cmd := &cobra.Command{
-		Use:   "wait vd|ad (NAME | --all) [--timeout D]",
-		Short: "Wait until a VectorDeployment or ArtifactDeployment is Ready",
-		Long: "Waits until the object is Ready for its current generation (exit 0), or Stalled, suspended while not Ready, or\n" +
-			"not Ready after --timeout (exit 1, printing the Ready reason and message).",
+		Use:   "wait vd|ad|st (NAME | --all) [--timeout D]",
+		Short: "Wait until a VectorDeployment, ArtifactDeployment or Stage is Ready",
+		Long: "Waits until the object is Ready for its current generation (exit 0; a Stage is Ready once its spec.vector\n" +
+			"runs as its active VectorDeployment), or Stalled (a Stage whose move failed: UpgradeFailed,\n" +
+			"ProgressDeadlineExceeded), suspended while not Ready, or not Ready after --timeout (exit 1, printing the\n" +
+			"Ready reason and message).",
 		Args: s.args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return s.forEach(cmd, args, w.timeout, func(ctx context.Context, c *cluster, k objectKind, obj client.Object) error {
@@ -279,7 +283,7 @@ func newWaitCommand() *cobra.Command {
 	return cmd
 }
 
-// state is what the commands read of an object of either kind.
+// state is what the commands read of an object of any kind.
 type state struct {
 	suspended          bool
 	lastHandled        string
@@ -292,6 +296,8 @@ func stateOf(obj client.Object) state {
 		return state{o.Spec.Suspend, o.Status.LastHandledReconcileAt, o.Status.ObservedGeneration}
 	case *konfidencev1.ArtifactDeployment:
 		return state{o.Spec.Suspend, o.Status.LastHandledReconcileAt, o.Status.ObservedGeneration}
+	case *konfidencev1.Stage:
+		return state{o.Spec.Suspend, o.Status.LastHandledReconcileAt, o.Status.ObservedGeneration}
 	}
 	return state{}
 }
@@ -303,6 +309,35 @@ const pollInterval = 500 * time.Millisecond
 // requested (when not empty): nil, reported on out. Stalled, or suspended while not Ready, is an error with the
 // reason and message at once; so is ctx's deadline, with the last Ready condition.
 func (c *cluster) awaitReady(ctx context.Context, out io.Writer, k objectKind, obj client.Object, requested string) error {
+	return c.await(ctx, out, k, obj, goal{requested: requested})
+}
+
+// goal is what await waits for besides Ready at the object's current generation.
+type goal struct {
+	// requested is a reconcile request the operator must have handled (status.lastHandledReconcileAt); empty for
+	// none.
+	requested string
+	// active is the VectorDeployment a Stage must run (status.activeVectorDeployment) once Ready: a rollback's;
+	// empty for any.
+	active string
+}
+
+// runsActive tells whether obj runs the goal's VectorDeployment: always, when the goal names none.
+func (g goal) runsActive(obj client.Object) bool { return g.active == "" || activeOf(obj) == g.active }
+
+// activeOf is the VectorDeployment a Stage runs; empty for the other kinds.
+func activeOf(obj client.Object) string {
+	if st, ok := obj.(*konfidencev1.Stage); ok {
+		return st.Status.ActiveVectorDeployment
+	}
+	return ""
+}
+
+// await is awaitReady for any goal. A Stage Ready for its current generation that runs another VectorDeployment
+// than the goal's fails at once: Ready means it runs its spec.vector, so that spec changed since, and waiting would
+// not bring the goal's VectorDeployment back.
+func (c *cluster) await(ctx context.Context, out io.Writer, k objectKind, obj client.Object, g goal) error {
+	requested := g.requested
 	name := k.describe(obj)
 	getter := obj.(conditions.Getter)
 	ticker := time.NewTicker(pollInterval)
@@ -310,6 +345,9 @@ func (c *cluster) awaitReady(ctx context.Context, out io.Writer, k objectKind, o
 	timedOut := func() error {
 		if st := stateOf(obj); requested != "" && st.lastHandled != requested {
 			return fmt.Errorf("%s: timed out waiting for the operator to handle the reconcile request (last handled: %q): %s", name, st.lastHandled, readyOf(getter))
+		}
+		if !g.runsActive(obj) {
+			return fmt.Errorf("%s: timed out waiting for VectorDeployment %s to be active (active: %q): %s", name, g.active, activeOf(obj), readyOf(getter))
 		}
 		return fmt.Errorf("%s: timed out waiting for Ready: %s", name, readyOf(getter))
 	}
@@ -323,12 +361,15 @@ func (c *cluster) awaitReady(ctx context.Context, out io.Writer, k objectKind, o
 		st := stateOf(obj)
 		current := (requested == "" || st.lastHandled == requested) && st.observedGeneration == obj.GetGeneration()
 		switch {
+		case current && conditions.IsReady(getter) && !g.runsActive(obj):
+			return fmt.Errorf("%s: Ready running VectorDeployment %s, not %s (spec.vector is now %s)",
+				name, activeOf(obj), g.active, obj.(*konfidencev1.Stage).Spec.Vector)
 		case current && conditions.IsReady(getter):
 			_, _ = fmt.Fprintf(out, "%s: Ready: %s\n", name, conditions.GetMessage(getter, meta.ReadyCondition))
 			return nil
 		case current && conditions.IsStalled(getter):
 			return fmt.Errorf("%s: Stalled: %s: %s", name, conditions.GetReason(getter, meta.StalledCondition), conditions.GetMessage(getter, meta.StalledCondition))
-		case st.suspended && requested == "" && conditions.IsReady(getter):
+		case st.suspended && requested == "" && conditions.IsReady(getter) && g.runsActive(obj):
 			// Not reconciled while suspended, so its status stays that of the generation before: still Ready.
 			_, _ = fmt.Fprintf(out, "%s: Ready (suspended): %s\n", name, conditions.GetMessage(getter, meta.ReadyCondition))
 			return nil

@@ -17,7 +17,8 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newRunCommand(), newNameCommand(), newVectorCommand(), newVersionCommand(), newTreeCommand(), newRenderCommand(),
-		newReconcileCommand(), newSuspendCommand(), newResumeCommand(), newWaitCommand(), newDiffCommand())
+		newReconcileCommand(), newSuspendCommand(), newResumeCommand(), newWaitCommand(), newDiffCommand(),
+		newHistoryCommand(), newRollbackCommand())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	classifyErrors(root)
 	return root

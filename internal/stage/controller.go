@@ -54,7 +54,7 @@ type Reconciler struct {
 	now func() time.Time
 }
 
-// +kubebuilder:rbac:groups=konfidence.cloud,resources=stages,verbs=get;list;watch
+// +kubebuilder:rbac:groups=konfidence.cloud,resources=stages,verbs=list;watch
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=stages/status,verbs=patch
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=stages/finalizers,verbs=update
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments,verbs=create;delete
@@ -89,6 +89,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		st.Status.SetLastHandledReconcileRequest(requested)
 	}
 	result, err := r.reconcile(ctx, st, owned, bypassCache, requested)
+	if outcome.Stalls(err) {
+		// Not retried with backoff; looked at again every interval, as a change of what it waits for (a
+		// VectorDeployment squatting the name deleted, a version pushed) sends no event the Stage watches.
+		result = ctrl.Result{RequeueAfter: durationOr(st.Spec.Interval, DefaultInterval)}
+	}
 	if err := r.status().Finalize(ctx, original, st, err); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -103,7 +108,7 @@ func (r *Reconciler) reconcile(ctx context.Context, st *konfidencev1.Stage, owne
 	desired, err := r.resolve(ctx, st, owned, bypassCache)
 	if err != nil {
 		conditions.MarkFalse(st, konfidencev1.VectorDeploymentCreatedCondition, outcome.As(err, meta.ReconciliationFailedReason).Reason, "%s", err)
-		return ctrl.Result{RequeueAfter: interval}, err
+		return ctrl.Result{}, err
 	}
 	name, err := VectorDeploymentName(st.Name, st.UID, desired)
 	if err != nil {
@@ -132,7 +137,7 @@ func (r *Reconciler) reconcile(ctx context.Context, st *konfidencev1.Stage, owne
 	}
 	r.record(st, desired, step)
 	if step.failed {
-		return ctrl.Result{RequeueAfter: interval}, outcome.Stallingf(step.ready.Reason, "%s", step.ready.Message)
+		return ctrl.Result{}, outcome.Stallingf(step.ready.Reason, "%s", step.ready.Message)
 	}
 	requeue := interval
 	if step.recheck > 0 {
@@ -244,8 +249,8 @@ func (r *Reconciler) remove(ctx context.Context, owned []konfidencev1.VectorDepl
 	return nil
 }
 
-// passOn keeps the Stage's settings on its VectorDeployments (registry credentials, verification, suspension) and
-// hands a reconcile request on, in one patch each, sent only when something differs; not to those being removed.
+// passOn keeps the Stage's settings on its VectorDeployments (registry credentials, verification, suspension, shard
+// key) and hands a reconcile request on, in one patch each, sent only when something differs; not to those being removed.
 func (r *Reconciler) passOn(ctx context.Context, st *konfidencev1.Stage, owned []konfidencev1.VectorDeployment, removed []string, requested string) error {
 	for i := range owned {
 		vd := &owned[i]
@@ -255,6 +260,12 @@ func (r *Reconciler) passOn(ctx context.Context, st *konfidencev1.Stage, owned [
 		before := vd.DeepCopy()
 		want := desiredVectorDeployment(st, vd.Spec.Vector)
 		vd.Spec.SecretRef, vd.Spec.Verify, vd.Spec.Suspend = want.Spec.SecretRef, want.Spec.Verify, want.Spec.Suspend
+		// A Stage moved to another shard takes its VectorDeployments along, and they their ArtifactDeployments.
+		if key, ok := want.Labels[konfidencev1.ShardKeyLabel]; ok {
+			metav1.SetMetaDataLabel(&vd.ObjectMeta, konfidencev1.ShardKeyLabel, key)
+		} else {
+			delete(vd.Labels, konfidencev1.ShardKeyLabel)
+		}
 		if requested != "" {
 			metav1.SetMetaDataAnnotation(&vd.ObjectMeta, meta.ReconcileRequestAnnotation, requested)
 		}

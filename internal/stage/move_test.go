@@ -45,6 +45,7 @@ func owned(ds ...deployment) map[string]deployment {
 func TestDecide(t *testing.T) {
 	const v1, v2, v3 = "r//acme.org/shop:1", "r//acme.org/shop:2", "r//acme.org/shop:3"
 	running1 := entry("vd1", v1, konfidencev1.MovePromoted, 0, nil)
+	const late = "VectorDeployment vd2 was not Ready within 10m0s: Progressing: 1/2 artifacts ready; VectorDeployment vd1 keeps running"
 	tests := []struct {
 		name string
 		s    situation
@@ -97,8 +98,8 @@ func TestDecide(t *testing.T) {
 			History: []konfidencev1.StageHistoryEntry{entry("vd2", v2, konfidencev1.MoveProgressing, 5, nil), running1}},
 			desired: v2, desiredName: "vd2", owned: owned(vd("vd1", v1, 0, "ready"), vd("vd2", v2, 5, "")), now: at(15)},
 		want: step{active: "vd1", candidate: "vd2", failed: true,
-			history: []konfidencev1.StageHistoryEntry{failedEntry("vd2", v2, 5, 15, "VectorDeployment vd2 was not Ready within 10m0s: Progressing: 1/2 artifacts ready; VectorDeployment vd1 keeps running"), running1},
-			ready:   condition("False", "ProgressDeadlineExceeded", "moving to vector %s failed: VectorDeployment vd2 was not Ready within 10m0s: Progressing: 1/2 artifacts ready; VectorDeployment vd1 keeps running", v2)},
+			history: []konfidencev1.StageHistoryEntry{failedEntry("vd2", v2, 5, 15, late), running1},
+			ready:   condition("False", "ProgressDeadlineExceeded", "moving to vector %s failed: %s", v2, late)},
 	}, {
 		name: "a newer vector during a move: the candidate is superseded and removed",
 		s: situation{status: konfidencev1.StageStatus{ActiveVectorDeployment: "vd1", CandidateVectorDeployment: "vd2",
@@ -117,7 +118,7 @@ func TestDecide(t *testing.T) {
 			ready:   condition("True", "Promoted", "vector %s runs as VectorDeployment vd1", v1)},
 	}, {
 		name: "a status lost: the Ready VectorDeployment is taken as active, not removed",
-		s: situation{desired: v2, desiredName: "vd2", owned: owned(vd("vd1", v1, 0, "ready")), now: at(30)},
+		s:    situation{desired: v2, desiredName: "vd2", owned: owned(vd("vd1", v1, 0, "ready")), now: at(30)},
 		want: step{create: true, active: "vd1", candidate: "vd2",
 			history: []konfidencev1.StageHistoryEntry{entry("vd2", v2, konfidencev1.MoveProgressing, 30, nil)},
 			ready:   condition("Unknown", "Progressing", "moving from VectorDeployment vd1 to vector %s: creating VectorDeployment vd2", v2), recheck: 10 * time.Minute},
@@ -149,8 +150,10 @@ func TestDecide(t *testing.T) {
 			History: []konfidencev1.StageHistoryEntry{entry("vd2", v2, konfidencev1.MovePromoted, 5, nil), entry("vd1", v1, konfidencev1.MovePromoted, 0, mt(9))}},
 			desired: v1, desiredName: "vd1", owned: owned(vd("vd2", v2, 5, "ready")), now: at(20)},
 		want: step{create: true, active: "vd2", candidate: "vd1",
-			history: []konfidencev1.StageHistoryEntry{entry("vd1", v1, konfidencev1.MoveProgressing, 20, nil), entry("vd2", v2, konfidencev1.MovePromoted, 5, nil), entry("vd1", v1, konfidencev1.MovePromoted, 0, mt(9))},
-			ready:   condition("Unknown", "Progressing", "moving from VectorDeployment vd2 to vector %s: creating VectorDeployment vd1", v1), recheck: 10 * time.Minute},
+			history: []konfidencev1.StageHistoryEntry{
+				entry("vd1", v1, konfidencev1.MoveProgressing, 20, nil), entry("vd2", v2, konfidencev1.MovePromoted, 5, nil), entry("vd1", v1, konfidencev1.MovePromoted, 0, mt(9)),
+			},
+			ready: condition("Unknown", "Progressing", "moving from VectorDeployment vd2 to vector %s: creating VectorDeployment vd1", v1), recheck: 10 * time.Minute},
 	}, {
 		name: "a VectorDeployment left over: removed",
 		s: situation{status: konfidencev1.StageStatus{ActiveVectorDeployment: "vd1", History: []konfidencev1.StageHistoryEntry{running1}},

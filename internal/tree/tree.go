@@ -1,6 +1,7 @@
 // Package tree reads, through any client, what a VectorDeployment became: its ArtifactDeployments, the Flux objects
 // each one has, and the workloads Flux applied for them (from the HelmRelease's and the Kustomization's
-// inventory), each with its Ready state. `make demo` prints it.
+// inventory), each with its Ready state; and for a Stage, the same below each of its VectorDeployments. `make demo`
+// prints it.
 package tree
 
 import (
@@ -28,6 +29,8 @@ type Node struct {
 	Kind      string `json:"kind"`
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
+	// Role is what a Stage's VectorDeployment is to it: active, candidate, or deleting (neither, on its way out).
+	Role string `json:"role,omitempty"`
 	// Ready is "True", "False" or "Unknown" for objects with a Ready condition, empty for the rest.
 	Ready   string `json:"ready,omitempty"`
 	Reason  string `json:"reason,omitempty"`
@@ -43,12 +46,19 @@ type withConditions interface {
 }
 
 func node(kind string, obj withConditions) *Node {
-	n := &Node{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Ready: "Unknown"}
+	n := &Node{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Ready: string(metav1.ConditionUnknown)}
 	if c := conditions.Get(obj, konfidencev1.ReadyCondition); c != nil {
 		n.Ready, n.Reason, n.Message = string(c.Status), c.Reason, c.Message
 	}
 	return n
 }
+
+// Roles of a Stage's VectorDeployments.
+const (
+	RoleActive    = "active"
+	RoleCandidate = "candidate"
+	RoleDeleting  = "deleting"
+)
 
 // Build reads the VectorDeployment namespace/name and everything below it.
 func Build(ctx context.Context, c client.Reader, namespace, name string) (*Node, error) {
@@ -56,6 +66,75 @@ func Build(ctx context.Context, c client.Reader, namespace, name string) (*Node,
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, vd); err != nil {
 		return nil, err
 	}
+	return buildVectorDeployment(ctx, c, vd)
+}
+
+// BuildStage reads the Stage namespace/name, the VectorDeployments it controls and everything below each: the
+// active one first, then the candidate, then any other (a superseded or replaced one not yet gone), by name. An
+// active or candidate VectorDeployment the status names but the cluster lacks is listed as NotFound.
+func BuildStage(ctx context.Context, c client.Reader, namespace, name string) (*Node, error) {
+	st := &konfidencev1.Stage{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, st); err != nil {
+		return nil, err
+	}
+	root := node("Stage", st)
+	vds, err := vectorDeploymentsOf(ctx, c, st)
+	if err != nil {
+		return nil, err
+	}
+	for _, want := range []struct{ name, role string }{
+		{st.Status.ActiveVectorDeployment, RoleActive}, {st.Status.CandidateVectorDeployment, RoleCandidate},
+	} {
+		if want.name == "" {
+			continue
+		}
+		i := slices.IndexFunc(vds, func(vd *konfidencev1.VectorDeployment) bool { return vd.Name == want.name })
+		if i < 0 {
+			root.Children = append(root.Children, &Node{Kind: "VectorDeployment", Namespace: namespace, Name: want.name, Role: want.role, Ready: string(metav1.ConditionUnknown), Reason: "NotFound"})
+			continue
+		}
+		n, err := buildVectorDeployment(ctx, c, vds[i])
+		if err != nil {
+			return nil, err
+		}
+		n.Role = want.role
+		root.Children = append(root.Children, n)
+		vds = slices.Delete(vds, i, i+1)
+	}
+	for _, vd := range vds {
+		n, err := buildVectorDeployment(ctx, c, vd)
+		if err != nil {
+			return nil, err
+		}
+		if !vd.DeletionTimestamp.IsZero() {
+			n.Role = RoleDeleting
+		}
+		root.Children = append(root.Children, n)
+	}
+	return root, nil
+}
+
+// vectorDeploymentsOf lists the VectorDeployments the Stage controls (its controller owner reference, with its UID,
+// as the Stage reconciler writes it), by name.
+func vectorDeploymentsOf(ctx context.Context, c client.Reader, st *konfidencev1.Stage) ([]*konfidencev1.VectorDeployment, error) {
+	list := &konfidencev1.VectorDeploymentList{}
+	if err := c.List(ctx, list, client.InNamespace(st.Namespace)); err != nil {
+		return nil, err
+	}
+	var vds []*konfidencev1.VectorDeployment
+	for i := range list.Items {
+		ref := metav1.GetControllerOfNoCopy(&list.Items[i])
+		if ref != nil && ref.Kind == "Stage" && ref.APIVersion == konfidencev1.GroupVersion.String() && ref.UID == st.UID {
+			vds = append(vds, &list.Items[i])
+		}
+	}
+	slices.SortFunc(vds, func(a, b *konfidencev1.VectorDeployment) int { return strings.Compare(a.Name, b.Name) })
+	return vds, nil
+}
+
+// buildVectorDeployment builds the tree below a VectorDeployment read already.
+func buildVectorDeployment(ctx context.Context, c client.Reader, vd *konfidencev1.VectorDeployment) (*Node, error) {
+	namespace := vd.Namespace
 	root := node("VectorDeployment", vd)
 	components := make([]string, 0, len(vd.Status.ResultingArtifactDeployments))
 	for component := range vd.Status.ResultingArtifactDeployments {
@@ -67,7 +146,7 @@ func Build(ctx context.Context, c client.Reader, namespace, name string) (*Node,
 		ad := &konfidencev1.ArtifactDeployment{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: adName}, ad); err != nil {
 			if apierrors.IsNotFound(err) {
-				root.Children = append(root.Children, &Node{Kind: "ArtifactDeployment", Namespace: namespace, Name: adName, Ready: "Unknown", Reason: "NotFound"})
+				root.Children = append(root.Children, &Node{Kind: "ArtifactDeployment", Namespace: namespace, Name: adName, Ready: string(metav1.ConditionUnknown), Reason: "NotFound"})
 				continue
 			}
 			return nil, err
@@ -230,6 +309,9 @@ func printChildren(w io.Writer, n *Node, indent string) error {
 
 func (n *Node) line() string {
 	s := n.Kind + "/" + n.Name
+	if n.Role != "" {
+		s += " (" + n.Role + ")"
+	}
 	if n.Replicas != "" {
 		s += "  " + n.Replicas
 	}

@@ -3,6 +3,7 @@ package vectordeployment
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
@@ -33,8 +34,8 @@ func (r *Reconciler) Versions(ctx context.Context, vd *konfidencev1.VectorDeploy
 
 // Verify reads vd's vector and verifies it against every trust policy a reconcile of vd applies. required is false,
 // and nothing is read, when no policy applies: neither the operator's --require-signatures nor vd's spec.verify. A
-// vector that does not verify fails with the reason the VectorDeployment would report, stalling (see
-// outcome.Stalls); a registry that did not answer is retried.
+// vector that does not verify, or cannot be deployed as read, fails with the reason the VectorDeployment would
+// report, stalling (see outcome.Stalls); a registry that did not answer, or keys that cannot be read, are retried.
 func (r *Reconciler) Verify(ctx context.Context, vd *konfidencev1.VectorDeployment, bypassCache bool) (required bool, err error) {
 	trust, err := r.trust(ctx, vd)
 	if err != nil {
@@ -48,5 +49,13 @@ func (r *Reconciler) Verify(ctx context.Context, vd *konfidencev1.VectorDeployme
 		return true, err
 	}
 	_, _, err = r.readVector(ctx, vd.Spec.Vector, trust, ocm.Read{Credentials: creds, BypassCache: bypassCache})
+	if err != nil && !outcome.Stalls(err) && slices.Contains(verificationFailures, ocm.ReasonOf(err)) {
+		// Retried on a VectorDeployment, since keys may be rotated; for a Stage choosing among versions, this
+		// version does not verify now and the next older one is tried.
+		return true, outcome.Stalling(outcome.As(err, string(ocm.ReasonOf(err))).Reason, err)
+	}
 	return true, err
 }
+
+// verificationFailures are the reasons for which a vector was read and does not verify.
+var verificationFailures = []ocm.Reason{ocm.ReasonSignatureMissing, ocm.ReasonSignatureInvalid, ocm.ReasonKeyRejected, ocm.ReasonDigestMismatch}

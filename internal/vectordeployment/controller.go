@@ -59,6 +59,8 @@ type Reconciler struct {
 
 	// synced holds, per VectorDeployment, what its last full reconcile in this process found (see statusOnly).
 	synced sync.Map // of client.ObjectKey to syncedSpec
+	// written holds, per VectorDeployment, the resourceVersion its last status write replaced (see staleRead).
+	written sync.Map // of client.ObjectKey to string
 
 	// reconciled, when set, is called when a reconcile has ended, its writes done: tests count the reconciles of
 	// one VectorDeployment with it (controller-runtime's metric counts those of every manager in the process) and
@@ -94,6 +96,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.forget(req.NamespacedName)
 		return r.teardown(ctx, vd)
 	}
+	if r.staleRead(vd) {
+		// The cache has not seen this process's own last status write yet: a status computed from it would be sent
+		// with a stale resourceVersion and refused (Conflict), a wasted write. The write's event is on its way.
+		return ctrl.Result{RequeueAfter: staleReadRetry}, nil
+	}
 	defer func() { r.Metrics.Record(ctx, vd, start, vd.Spec.Suspend) }()
 	// As in Flux, a suspended object is left exactly as it is: no registry read, no write, not even to status.
 	if vd.Spec.Suspend {
@@ -125,10 +132,41 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// reports requeue vd, and the one status write tells each one's state.
 		return ctrl.Result{RequeueAfter: end.awaiting}, nil
 	}
-	if err := errors.Join(r.status().Finalize(ctx, original, vd, end.err), end.retry); err != nil {
+	err := r.status().Finalize(ctx, original, vd, end.err)
+	r.wrote(original, vd)
+	if err := errors.Join(err, end.retry); err != nil {
 		return ctrl.Result{}, err
 	}
 	return end.result, nil
+}
+
+// staleReadRetry is how soon a reconcile that found the cache behind its own last write is tried again; the
+// write's watch event usually requeues it first.
+const staleReadRetry = 100 * time.Millisecond
+
+// wrote remembers, when the status write changed vd, the resourceVersion it was computed from: until the cache
+// holds a later one, a read of vd from the cache is stale (see staleRead). This is the expectations pattern of the
+// Kubernetes controllers, for one object's own writes.
+func (r *Reconciler) wrote(original, vd *konfidencev1.VectorDeployment) {
+	key := client.ObjectKeyFromObject(vd)
+	if vd.ResourceVersion != original.ResourceVersion {
+		r.written.Store(key, original.ResourceVersion)
+	}
+}
+
+// staleRead tells whether vd, as read from the cache, is the version this process's last status write replaced.
+// A later version clears the mark.
+func (r *Reconciler) staleRead(vd *konfidencev1.VectorDeployment) bool {
+	key := client.ObjectKeyFromObject(vd)
+	before, ok := r.written.Load(key)
+	if !ok {
+		return false
+	}
+	if before == vd.ResourceVersion {
+		return true
+	}
+	r.written.CompareAndDelete(key, before)
+	return false
 }
 
 // status writes the status at the end of a reconcile. The write carries the resourceVersion it was computed from,
@@ -141,6 +179,7 @@ func (r *Reconciler) status() outcome.Status[*konfidencev1.VectorDeployment] {
 // forget deletes the metrics of a VectorDeployment that is gone, and what its reconciles found.
 func (r *Reconciler) forget(key client.ObjectKey) {
 	r.synced.Delete(key)
+	r.written.Delete(key)
 	r.Metrics.Forget(key)
 	forgetArtifacts(key)
 }
@@ -193,15 +232,15 @@ func (r *Reconciler) reconcile(ctx context.Context, vd *konfidencev1.VectorDeplo
 	r.report(vd, artifacts, s)
 	if s.outcome == nil && len(slots) == len(artifacts) {
 		r.synced.Store(client.ObjectKeyFromObject(vd), syncedSpec{generation: vd.Generation, shard: shardKeyOf(vd), slots: resultingSlots(vd, slots),
-			downloaded: conditions.Get(vd, konfidencev1.VectorDownloadedCondition).DeepCopy()})
+			downloaded: conditions.Get(vd, konfidencev1.VectorDownloadedCondition).DeepCopy(), digest: vd.Status.VectorDigest})
 	} else {
 		r.synced.Delete(client.ObjectKeyFromObject(vd))
 	}
 	return r.ended(s, artifacts, slots)
 }
 
-// resultingSlots is the status entry of each synced slot. A status-only reconcile reports these entries and the
-// VectorDownloaded condition as the full reconcile found them, not from the cached status: the write that would
+// resultingSlots is the status entry of each synced slot. A status-only reconcile reports these entries, the
+// VectorDownloaded condition and the vector's digest as the full reconcile found them, not from the cached status: the write that would
 // have recorded them may still be held (see holdsStatus).
 func resultingSlots(vd *konfidencev1.VectorDeployment, slots map[string]slotResult) map[string]konfidencev1.ResultingArtifactDeployment {
 	resulting := make(map[string]konfidencev1.ResultingArtifactDeployment, len(slots))
@@ -229,8 +268,9 @@ type syncedSpec struct {
 	shard      shardKey // the ArtifactDeployments carry it
 	// slots are the status entries of the artifacts' slots, by component.
 	slots map[string]konfidencev1.ResultingArtifactDeployment
-	// downloaded is the VectorDownloaded condition the reconcile set.
+	// downloaded is the VectorDownloaded condition the reconcile set, and digest the vector's digest it read.
 	downloaded *metav1.Condition
+	digest     string
 }
 
 // statusOnly tells whether this reconcile only has to report the state of vd's ArtifactDeployments, as the
@@ -267,6 +307,7 @@ func (r *Reconciler) reconcileStatus(ctx context.Context, vd *konfidencev1.Vecto
 	if synced.downloaded != nil {
 		conditions.Set(vd, synced.downloaded.DeepCopy())
 	}
+	vd.Status.VectorDigest = synced.digest
 	s := summarize(artifacts, slots)
 	r.report(vd, artifacts, s)
 	return r.ended(s, artifacts, slots)

@@ -84,15 +84,11 @@ func TestNodeStageMovesWithoutAnOutage(t *testing.T) {
 	webAD := adName(t, v1[0], nil)
 
 	ns := newNamespace(t, "stage")
-	st := &konfidencev1.Stage{
+	began := time.Now()
+	st := createStage(t, &konfidencev1.Stage{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "landscape"},
-		Spec: konfidencev1.StageSpec{
-			Vector: refs["1.0.0"], ProgressDeadline: &metav1.Duration{Duration: stageProgressDeadline},
-		},
-	}
-	if err := env.Client.Create(ctx, st); err != nil {
-		t.Fatal(err)
-	}
+		Spec:       konfidencev1.StageSpec{Vector: refs["1.0.0"], ProgressDeadline: &metav1.Duration{Duration: stageProgressDeadline}},
+	})
 	// Registered after the namespace's deletion, so it runs before it.
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -106,9 +102,13 @@ func TestNodeStageMovesWithoutAnOutage(t *testing.T) {
 		}
 		return name
 	}
-	t.Logf("v1 deployed: Stage promoted %s after its creation", waitPromoted(t, st, vdName("1.0.0"), 4*time.Minute).Round(100*time.Millisecond))
+	waitStage(t, 4*time.Minute, st, promotedTo(refs["1.0.0"]))
+	t.Logf("v1 deployed: promoted %s after the Stage's creation", time.Since(began).Round(100*time.Millisecond))
 	waitLandscape(t, ns, v1)
-	v1VD := vectorDeployment(t, ns, vdName("1.0.0"))
+	v1VD := &konfidencev1.VectorDeployment{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: vdName("1.0.0")}, v1VD); err != nil {
+		t.Fatal(err)
+	}
 
 	p := startProber(t, dialer, ns, releasesOf)
 	defer p.stop()
@@ -118,63 +118,45 @@ func TestNodeStageMovesWithoutAnOutage(t *testing.T) {
 	v1Pods := podFingerprints(t, ns, nil)
 
 	// v2: its worker crashes. The move fails and v1 keeps running.
-	moved := moveStage(t, st, refs["2.0.0"])
-	testenv.Eventually(t, stageProgressDeadline+stageReportSlack+30*time.Second, func() error {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(st), st); err != nil {
-			return err
-		}
-		ready := conditions.Get(st, konfidencev1.ReadyCondition)
-		if st.Status.ObservedGeneration != st.Generation || ready == nil || ready.Status != metav1.ConditionFalse ||
-			(ready.Reason != konfidencev1.ProgressDeadlineExceededReason && ready.Reason != konfidencev1.UpgradeFailedReason) {
-			return fmt.Errorf("Stage %s: the move to v2 has not failed yet: %+v", st.Name, ready)
-		}
-		return nil
-	})
-	failedAfter := time.Since(moved)
-	ready := conditions.Get(st, konfidencev1.ReadyCondition)
+	began = time.Now()
+	setStageVector(t, st, refs["2.0.0"])
+	waitStage(t, stageProgressDeadline+stageReportSlack+30*time.Second, st, moveFailed)
+	failedAfter := time.Since(began)
 	t.Logf("v2 (crashing worker): the move failed %s after spec.vector changed (spec.progressDeadline %s): %s: %s",
-		failedAfter.Round(100*time.Millisecond), stageProgressDeadline, ready.Reason, ready.Message)
+		failedAfter.Round(100*time.Millisecond), stageProgressDeadline, conditions.GetReason(st, konfidencev1.ReadyCondition),
+		conditions.GetMessage(st, konfidencev1.ReadyCondition))
+	p.assertNoFailure(t, "the failed move to v2")
+	assertPodsUnchanged(t, "v1's pods after the failed move to v2", v1Pods, podFingerprints(t, ns, nil))
 	if failedAfter > stageProgressDeadline+stageReportSlack {
 		t.Errorf("the failed move was reported %s after spec.vector changed, later than spec.progressDeadline %s (+%s)",
 			failedAfter.Round(time.Second), stageProgressDeadline, stageReportSlack)
 	}
-	p.assertNoFailure(t, "the failed move to v2")
-	assertPodsUnchanged(t, "v1's pods after the failed move to v2", v1Pods, podFingerprints(t, ns, nil))
 	if st.Status.ActiveVectorDeployment != v1VD.Name || st.Status.CandidateVectorDeployment != vdName("2.0.0") {
 		t.Errorf("after the failed move: active %q, candidate %q, want v1's %s and v2's %s", st.Status.ActiveVectorDeployment,
 			st.Status.CandidateVectorDeployment, v1VD.Name, vdName("2.0.0"))
 	}
-	vd := &konfidencev1.VectorDeployment{}
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(v1VD), vd); err != nil {
-		t.Errorf("v1's VectorDeployment after the failed move: %v", err)
-	} else if vd.UID != v1VD.UID || !vd.DeletionTimestamp.IsZero() || !conditions.IsReady(vd) {
-		t.Errorf("v1's VectorDeployment after the failed move: UID %s (was %s), deleted %v, Ready %+v", vd.UID, v1VD.UID,
-			vd.DeletionTimestamp, conditions.Get(vd, konfidencev1.ReadyCondition))
-	}
-	if t.Failed() {
-		t.FailNow() // the moves after build on v1 running
-	}
+	assertUnwritten(t, v1VD)
 
 	// v3: worker fixed at a new version, api new, web unchanged since v1.
 	webBefore := webState(t, ns, webAD)
 	writes := countWrites(t, ns, webAD)
-	moved = moveStage(t, st, refs["3.0.0"])
-	promoted := waitPromoted(t, st, vdName("3.0.0"), 3*time.Minute)
-	t.Logf("v3: promoted %s after spec.vector changed (the candidate Ready %s after its creation)", time.Since(moved).Round(100*time.Millisecond),
-		promoted.Round(100*time.Millisecond))
+	began = time.Now()
+	setStageVector(t, st, refs["3.0.0"])
+	waitStage(t, 3*time.Minute, st, promotedTo(refs["3.0.0"]))
+	t.Logf("v3: promoted %s after spec.vector changed", time.Since(began).Round(100*time.Millisecond))
 	waitLandscape(t, ns, v3)
-	t.Logf("v3: v1's and v2's changed releases uninstalled %s after spec.vector changed", time.Since(moved).Round(100*time.Millisecond))
+	t.Logf("v3: v1's and v2's changed releases uninstalled %s after spec.vector changed", time.Since(began).Round(100*time.Millisecond))
 	p.assertNoFailure(t, "the move to v3")
 	assertWebUntouched(t, "the move to v3", webBefore, webState(t, ns, webAD), writes)
 
 	// Back to v1: spec.vector set back, a move like any other.
 	writes = countWrites(t, ns, webAD)
-	moved = moveStage(t, st, refs["1.0.0"])
-	promoted = waitPromoted(t, st, vdName("1.0.0"), 3*time.Minute)
-	t.Logf("rollback to v1: promoted %s after spec.vector changed (the candidate Ready %s after its creation)",
-		time.Since(moved).Round(100*time.Millisecond), promoted.Round(100*time.Millisecond))
+	began = time.Now()
+	setStageVector(t, st, refs["1.0.0"])
+	waitStage(t, 3*time.Minute, st, promotedTo(refs["1.0.0"]))
+	t.Logf("rollback to v1: promoted %s after spec.vector changed", time.Since(began).Round(100*time.Millisecond))
 	waitLandscape(t, ns, v1)
-	t.Logf("rollback to v1: v3's changed releases uninstalled %s after spec.vector changed", time.Since(moved).Round(100*time.Millisecond))
+	t.Logf("rollback to v1: v3's changed releases uninstalled %s after spec.vector changed", time.Since(began).Round(100*time.Millisecond))
 	p.assertNoFailure(t, "the rollback to v1")
 	assertWebUntouched(t, "the rollback to v1", webBefore, webState(t, ns, webAD), writes)
 	t.Logf("probes over the three moves: %s", p.total())
@@ -211,49 +193,6 @@ func logStage(t *testing.T, st *konfidencev1.Stage) {
 		t.Logf("VectorDeployment %s (deleted %v): %+v", vd.Name, vd.DeletionTimestamp, conditions.Get(&vd, konfidencev1.ReadyCondition))
 	}
 	t.Logf("pods: %s", realCluster.PodStates(ctx, st.Namespace, nil))
-}
-
-// moveStage sets the Stage's spec.vector and returns when.
-func moveStage(t *testing.T, st *konfidencev1.Stage, vector string) time.Time {
-	t.Helper()
-	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(st), st); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(st.DeepCopy())
-	st.Spec.Vector = vector
-	if err := env.Client.Patch(context.Background(), st, patch); err != nil {
-		t.Fatal(err)
-	}
-	return time.Now()
-}
-
-// waitPromoted waits until the Stage reports, for its current generation, the VectorDeployment active and Ready with
-// no candidate, and returns how long that one took from its creation to be promoted.
-func waitPromoted(t *testing.T, st *konfidencev1.Stage, active string, timeout time.Duration) time.Duration {
-	t.Helper()
-	ctx := context.Background()
-	testenv.Eventually(t, timeout, func() error {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(st), st); err != nil {
-			return err
-		}
-		if st.Status.ObservedGeneration != st.Generation || !conditions.IsReady(st) || st.Status.ActiveVectorDeployment != active ||
-			st.Status.CandidateVectorDeployment != "" {
-			return fmt.Errorf("Stage %s: active %q, candidate %q, want %s promoted: %+v", st.Name, st.Status.ActiveVectorDeployment,
-				st.Status.CandidateVectorDeployment, active, conditions.Get(st, konfidencev1.ReadyCondition))
-		}
-		return nil
-	})
-	promoted := conditions.Get(st, konfidencev1.ReadyCondition).LastTransitionTime.Time
-	return promoted.Sub(vectorDeployment(t, st.Namespace, active).CreationTimestamp.Time)
-}
-
-func vectorDeployment(t *testing.T, namespace, name string) *konfidencev1.VectorDeployment {
-	t.Helper()
-	vd := &konfidencev1.VectorDeployment{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, vd); err != nil {
-		t.Fatal(err)
-	}
-	return vd
 }
 
 // waitLandscape waits until the namespace runs exactly the artifacts of a vector: their ArtifactDeployments and

@@ -55,6 +55,9 @@ type podCluster interface {
 	BuildOperatorImage(ctx context.Context, ref, version string) error
 	// RegistryAddrs are where a test's registry listens and the host the cluster's pods name it by.
 	RegistryAddrs() (listen, host string)
+	// NetnsDialer dials from the cluster's network, where ClusterIPs answer through kube-proxy, for a test that
+	// probes Services more often than a client pod could; errors.ErrUnsupported where the cluster offers none.
+	NetnsDialer() (*node.NetnsDialer, error)
 	// Stop removes what was made for the tests: the whole node, or the images built for kind.
 	Stop() error
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/node"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+	"github.com/fluxdeployer/fluxdeployer/pkg/sanitize"
 )
 
 // requireNode skips a test that needs pods to start: it runs on the real node (make e2e-node) and on kind (make
@@ -37,19 +39,47 @@ func requireNode(t *testing.T) {
 // workerImage when it is not empty).
 func workloadVector(t *testing.T, reg *ocmtest.Registry, vector, version, workerVersion, workerImage string, workerArgs ...string) ocmtest.ComponentVersion {
 	t.Helper()
-	web := helmArtifact(t, reg, "acme.org/artifacts/web", "1.0.0", true, ocmtest.WorkloadChart("web", "1.0.0", node.WorkloadImage))
-	bundle, err := ocmtest.PushKustomizeBundle(context.Background(), reg.Host, "bundles/api", "1.0.0", ocmtest.WorkloadBundle(node.WorkloadImage))
-	if err != nil {
-		t.Fatal(err)
+	return publishWorkloads(t, reg, vector, version,
+		workloadArtifact{name: "web", version: "1.0.0"},
+		workloadArtifact{name: "api", version: "1.0.0", bundle: true},
+		workloadArtifact{name: "worker", version: workerVersion, image: workerImage, args: workerArgs})[2]
+}
+
+// workloadArtifact is a reusable artifact acme.org/artifacts/NAME of a workload vector: a chart, or a Kustomize
+// bundle, whose Deployment and Service run image (the workload image when empty) with args.
+type workloadArtifact struct {
+	name, version string
+	bundle        bool
+	image         string
+	args          []string
+}
+
+// publishWorkloads publishes, in reg, the artifacts and the vector of them, and returns the artifacts' component
+// versions in their order. A bundle's objects are named after the artifact and its version (see
+// ocmtest.WorkloadBundle), a chart's after its release.
+func publishWorkloads(t *testing.T, reg *ocmtest.Registry, vector, version string, artifacts ...workloadArtifact) []ocmtest.ComponentVersion {
+	t.Helper()
+	var cvs []ocmtest.ComponentVersion
+	for _, a := range artifacts {
+		component, image := "acme.org/artifacts/"+a.name, cmp.Or(a.image, node.WorkloadImage)
+		if !a.bundle {
+			cvs = append(cvs, helmArtifact(t, reg, component, a.version, true, ocmtest.WorkloadChart(a.name, a.version, image, a.args...)))
+			continue
+		}
+		objects, err := sanitize.DNSLabelName(a.name+"-"+a.version, sanitize.MaxDNSLabelLength)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bundle, err := ocmtest.PushKustomizeBundle(context.Background(), reg.Host, "bundles/"+a.name, a.version, ocmtest.WorkloadBundle(objects, image, a.args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cv := ocmtest.Artifact(component, a.version, "cloud.konfidence.flux.kustomize", true)
+		cv.Resources[1] = ocmtest.BundleResource(a.version, bundle)
+		cvs = append(cvs, cv)
 	}
-	api := ocmtest.Artifact("acme.org/artifacts/api", "1.0.0", "cloud.konfidence.flux.kustomize", true)
-	api.Resources[1] = ocmtest.BundleResource("1.0.0", bundle)
-	if workerImage == "" {
-		workerImage = node.WorkloadImage
-	}
-	worker := helmArtifact(t, reg, "acme.org/artifacts/worker", workerVersion, true, ocmtest.WorkloadChart("worker", workerVersion, workerImage, workerArgs...))
-	reg.Push(t, "", web, api, worker, ocmtest.Vector(vector, version, web, api, worker))
-	return worker
+	reg.Push(t, "", append(cvs, ocmtest.Vector(vector, version, cvs...))...)
+	return cvs
 }
 
 // TestNodeWorkloads deploys vectors whose artifacts start real pods. A healthy vector is Ready only once every

@@ -105,6 +105,15 @@ func promotedTo(vector string) func(*konfidencev1.Stage) error {
 	}
 }
 
+// moveFailed checks that the Stage's move failed: its candidate missed the progress deadline or stalled first.
+func moveFailed(st *konfidencev1.Stage) error {
+	if reason := conditions.GetReason(st, meta.ReadyCondition); !conditions.IsStalled(st) ||
+		(reason != konfidencev1.ProgressDeadlineExceededReason && reason != konfidencev1.UpgradeFailedReason) {
+		return fmt.Errorf("the move to %s has not failed: %+v", st.Spec.Vector, st.Status.Conditions)
+	}
+	return nil
+}
+
 // artifactDeploymentOf returns the ArtifactDeployment of a component in the namespace (there must be one).
 func artifactDeploymentOf(t *testing.T, ns, component, version string) *konfidencev1.ArtifactDeployment {
 	t.Helper()
@@ -191,13 +200,7 @@ func TestStageMovesOnlyOnceTheCandidateIsReady(t *testing.T) {
 	// v3 cannot be applied: the move fails by its deadline, and nothing of v2 is written to.
 	began = time.Now()
 	setStageVector(t, st, v3)
-	waitStage(t, deadline+time.Minute, st, func(st *konfidencev1.Stage) error {
-		if reason := conditions.GetReason(st, meta.ReadyCondition); !conditions.IsStalled(st) ||
-			(reason != konfidencev1.ProgressDeadlineExceededReason && reason != konfidencev1.UpgradeFailedReason) {
-			return fmt.Errorf("the move to v3 has not failed: %+v", st.Status.Conditions)
-		}
-		return nil
-	})
+	waitStage(t, deadline+time.Minute, st, moveFailed)
 	t.Logf("the move to v3 failed %s after it began (progress deadline %s): %s", time.Since(began).Round(100*time.Millisecond), deadline,
 		conditions.GetMessage(st, meta.ReadyCondition))
 	if msg := conditions.GetMessage(st, meta.ReadyCondition); !strings.Contains(msg, "app-1-2-0") || !strings.Contains(msg, v2VD.Name+" keeps running") {

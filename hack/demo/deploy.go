@@ -104,7 +104,7 @@ func deployOnNode(ctx context.Context, keep bool, timeout time.Duration) (err er
 	}()
 	// The registry listens on the host's end of the node's veth, which the pods reach.
 	reg, err := publishSample(ctx, net.JoinHostPort(node.HostIP, "0"), "", ocmtest.WorkloadChart("frontend", frontendVersion, node.WorkloadImage),
-		ocmtest.WorkloadChart("database", databaseVersion, node.WorkloadImage), ocmtest.WorkloadBundle(node.WorkloadImage))
+		ocmtest.WorkloadChart("database", databaseVersion, node.WorkloadImage), ocmtest.WorkloadBundle("app", node.WorkloadImage))
 	if err != nil {
 		return err
 	}

@@ -86,3 +86,9 @@ func (k *Kind) RegistryAddrs() (listen, host string) { return "0.0.0.0", k.Regis
 
 // Stop removes the images built for the cluster; the cluster itself is its creator's to delete.
 func (k *Kind) Stop() error { return os.RemoveAll(k.dir) }
+
+// NetnsDialer is not offered on kind: its nodes' network namespaces belong to the container engine's containers,
+// which this package does not enter. The tests that dial Services from the host skip there.
+func (k *Kind) NetnsDialer() (*NetnsDialer, error) {
+	return nil, fmt.Errorf("dialing from kind cluster %s's network: %w", k.Name, errors.ErrUnsupported)
+}

@@ -245,11 +245,14 @@ func WorkloadChart(name, version, image string, args ...string) Chart {
 	}}
 }
 
-// WorkloadBundle is a Kustomize bundle of the same Deployment and Service, named app.
-func WorkloadBundle(image string, args ...string) map[string]string {
+// WorkloadBundle is a Kustomize bundle of the same Deployment and Service, named name, which also selects the
+// pods. The deployer's name suffix makes each deployment's object names unique but leaves selectors alone, so two
+// versions of a bundle that run side by side in a namespace (a Stage moving from one to the other) need names of
+// their own, or each one's Service selects the other's pods too.
+func WorkloadBundle(name, image string, args ...string) map[string]string {
 	return map[string]string{
 		"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - workload.yaml\n",
-		"workload.yaml":      workload("app", image, args),
+		"workload.yaml":      workload(name, image, args),
 	}
 }
 

@@ -270,6 +270,25 @@ http://other.example//acme.org/vectors/shop:1.5.0  -  %[6]s  2026-03-04T09:05:06
 		if got := must("tree", "vd/"+vd2.Name); got != vdTree {
 			t.Errorf("tree vd/%s:\n%s\nwant:\n%s", vd2.Name, got, vdTree)
 		}
+		// The status names an active VectorDeployment that is gone, and one the Stage controls is on its way out.
+		ghost := s.createStage("ghost", konfidencev1.StageSpec{Vector: v1})
+		s.setStatus(ghost, func(st *konfidencev1.Stage) { st.Status.ActiveVectorDeployment = "gone" })
+		leaving := &konfidencev1.VectorDeployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.name(ghost, v2), Finalizers: []string{"test.konfidence.cloud/hold"}},
+			Spec:       konfidencev1.VectorDeploymentSpec{Vector: v2},
+		}
+		if err := controllerutil.SetControllerReference(ghost, leaving, s.scheme()); err != nil {
+			t.Fatal(err)
+		}
+		create(t, env.Client, leaving)
+		if err := env.Client.Delete(context.Background(), leaving); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := must("tree", "st/ghost"), "Stage/ghost  Ready=Unknown\n"+
+			"├── VectorDeployment/gone (active)  Ready=Unknown NotFound\n"+
+			"└── VectorDeployment/"+leaving.Name+" (deleting)  Ready=Unknown\n"; got != want {
+			t.Errorf("tree st/ghost:\n%s\nwant:\n%s", got, want)
+		}
 		if _, stderr, code := cli("tree", "ad/"+ads["acme.org/artifacts/cache"].Name); code != exitUsage || !strings.Contains(stderr, "a tree starts at a VectorDeployment (vd) or a Stage (st)") {
 			t.Errorf("tree of an ArtifactDeployment: exit %d, %s", code, stderr)
 		}

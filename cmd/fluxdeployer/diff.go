@@ -147,17 +147,13 @@ type move struct {
 	superseded *konfidencev1.VectorDeployment
 }
 
-// going are the VectorDeployments the move deletes: the old one, unless a Stage's move is to the vector it runs
-// (then nothing moves), and a superseded candidate.
+// going are the VectorDeployments the move deletes. (A Stage's move to the vector it runs keeps the old one, but then
+// the new one keeps all it has, so none of it is planned to go.)
 func (m move) going() []*konfidencev1.VectorDeployment {
-	var going []*konfidencev1.VectorDeployment
-	if m.stage == nil || m.next.Name != m.old.Name {
-		going = append(going, m.old)
-	}
 	if m.superseded != nil {
-		going = append(going, m.superseded)
+		return []*konfidencev1.VectorDeployment{m.old, m.superseded}
 	}
-	return going
+	return []*konfidencev1.VectorDeployment{m.old}
 }
 
 // moveOf reads the move of the VectorDeployment or Stage name of kind k to vector.

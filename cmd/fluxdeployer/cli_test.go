@@ -53,6 +53,14 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"reconcile", "ad", "x", "--with-artifacts"}, exitUsage},
 		{[]string{"wait", "vd", "x", "-A"}, exitUsage},
 		{[]string{"diff", "ad", "x", "--vector", ref}, exitUsage},
+		{[]string{"diff", "st", "x"}, exitUsage}, // no --vector
+		{[]string{"history", "vd", "x"}, exitUsage},
+		{[]string{"history", "st"}, exitUsage},
+		{[]string{"rollback", "st", "x", "--to="}, exitUsage},
+		{[]string{"rollback", "st", "x", "--wait", "--nope"}, exitUsage},
+		{[]string{"tree", "ad/x"}, exitUsage},
+		{[]string{"tree", "st/"}, exitUsage},
+		{[]string{"wait", "st", "x", "-A"}, exitUsage},
 		{[]string{"render", ref, "-n", "Bad_NS"}, exitUsage},
 		{[]string{"render", ref, "-n", "shop", "--name", "Shop!"}, exitUsage},
 	} {

@@ -52,8 +52,8 @@ type plan struct {
 	// Stage is set for a Stage's move, whose VectorDeployment is the active one.
 	Stage            string `json:"stage,omitempty"`
 	VectorDeployment string `json:"vectorDeployment"`
-	// NewVectorDeployment is the VectorDeployment a Stage creates for the vector (a VectorDeployment's move is
-	// named by whoever creates it).
+	// NewVectorDeployment is the VectorDeployment a Stage creates for the vector, the active one when the Stage runs
+	// the vector already (a VectorDeployment's move is named by whoever creates it).
 	NewVectorDeployment string `json:"newVectorDeployment,omitempty"`
 	// Supersedes is a Stage's candidate of a move under way to another vector, deleted with the move: what it owns
 	// that no VectorDeployment keeps goes with it (delete).
@@ -147,7 +147,8 @@ type move struct {
 	superseded *konfidencev1.VectorDeployment
 }
 
-// going are the VectorDeployments the move deletes.
+// going are the VectorDeployments the move deletes. (A Stage's move to the vector it runs keeps the old one, but then
+// the new one keeps all it has, so none of it is planned to go.)
 func (m move) going() []*konfidencev1.VectorDeployment {
 	if m.superseded != nil {
 		return []*konfidencev1.VectorDeployment{m.old, m.superseded}
@@ -224,10 +225,10 @@ func (c *cluster) planMove(ctx context.Context, m move, artifacts []vectordeploy
 	old, next := m.old, m.next
 	p := plan{VectorDeployment: old.Namespace + "/" + old.Name, From: old.Spec.Vector, To: next.Spec.Vector}
 	if m.stage != nil {
-		p.Stage, p.NewVectorDeployment = m.stage.Namespace+"/"+m.stage.Name, next.Name
+		p.Stage, p.NewVectorDeployment = m.stage.Namespace+"/"+m.stage.Name, next.Namespace+"/"+next.Name
 	}
 	if m.superseded != nil {
-		p.Supersedes = m.superseded.Name
+		p.Supersedes = m.superseded.Namespace + "/" + m.superseded.Name
 	}
 	list := &konfidencev1.ArtifactDeploymentList{}
 	if err := c.client.List(ctx, list, client.InNamespace(old.Namespace)); err != nil {
@@ -297,7 +298,11 @@ func otherOwners(ad *konfidencev1.ArtifactDeployment, going []*konfidencev1.Vect
 func printPlan(out io.Writer, p plan) error {
 	if p.Stage != "" {
 		_, _ = fmt.Fprintf(out, "Stage %s: %s -> %s\n", p.Stage, p.From, p.To)
-		_, _ = fmt.Fprintf(out, "The Stage creates VectorDeployment %s and deletes VectorDeployment %s once it is Ready.\n", p.NewVectorDeployment, p.VectorDeployment)
+		if p.NewVectorDeployment == p.VectorDeployment {
+			_, _ = fmt.Fprintf(out, "The Stage runs this vector already, as VectorDeployment %s: it stays.\n", p.VectorDeployment)
+		} else {
+			_, _ = fmt.Fprintf(out, "The Stage creates VectorDeployment %s and deletes VectorDeployment %s once it is Ready.\n", p.NewVectorDeployment, p.VectorDeployment)
+		}
 		if p.Supersedes != "" {
 			_, _ = fmt.Fprintf(out, "VectorDeployment %s, the candidate of the move under way, is superseded: deleted too.\n", p.Supersedes)
 		}

@@ -77,6 +77,43 @@ func TestDocsNameEveryConfigMapKey(t *testing.T) {
 	}
 }
 
+// TestDocsNameEveryClusterCommand: every command that talks to a cluster (it takes --kubeconfig) has its item in
+// docs/operating.md's section "The CLI against a cluster", which names each of its flags but the cluster flags the
+// section describes once and the registry flags docs/vectors.md describes.
+func TestDocsNameEveryClusterCommand(t *testing.T) {
+	page := readDoc(t, "docs/operating.md")
+	const heading = "## The CLI against a cluster\n"
+	start := strings.Index(page, heading)
+	if start < 0 {
+		t.Fatalf("docs/operating.md has no section %q", strings.TrimSpace(heading))
+	}
+	section := page[start+len(heading):]
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
+	shared := pflag.NewFlagSet("shared", pflag.ContinueOnError)
+	new(clusterFlags).bind(shared)
+	new(registryFlags).bind(shared)
+	n := 0
+	for _, cmd := range newRootCommand().Commands() {
+		if cmd.Flags().Lookup("kubeconfig") == nil {
+			continue
+		}
+		n++
+		if !strings.Contains(section, "`fluxdeployer "+cmd.Name()+" ") {
+			t.Errorf("docs/operating.md, \"The CLI against a cluster\", has no item for `fluxdeployer %s` (%s): add one", cmd.Name(), cmd.Short)
+		}
+		cmd.Flags().VisitAll(func(f *pflag.Flag) {
+			if shared.Lookup(f.Name) == nil && f.Name != "output" && !strings.Contains(section, "--"+f.Name) {
+				t.Errorf("docs/operating.md, \"The CLI against a cluster\", does not name --%s of `fluxdeployer %s` (%s)", f.Name, cmd.Name(), f.Usage)
+			}
+		})
+	}
+	if n < 6 {
+		t.Fatalf("only %d commands take --kubeconfig", n)
+	}
+}
+
 // missingRows yields, in name order, the constants whose value is no table cell of the page (in backquotes).
 func missingRows(page string, constants map[string]string) func(func(name, value string) bool) {
 	return func(yield func(name, value string) bool) {

@@ -114,9 +114,9 @@ func newReconcileCommand() *cobra.Command {
 		Short: "Ask the operator to reconcile a VectorDeployment, ArtifactDeployment or Stage now",
 		Long: "Sets Flux's reconcile.fluxcd.io/requestedAt annotation: a VectorDeployment reads its vector from the registry\n" +
 			"again (not from the cache), an ArtifactDeployment passes the request on to its Flux objects, a Stage asks the\n" +
-			"registry again for spec.semver's newest version and passes the request on to its VectorDeployments. With --wait, waits\n" +
-			"until the operator has handled the request (status.lastHandledReconcileAt) and the object is Ready (exit 0),\n" +
-			"Stalled or still not Ready after --timeout (exit 1, with the reason). --with-artifacts also asks a\n" +
+			"registry again for spec.semver's newest version and passes the request on to its VectorDeployments. With\n" +
+			"--wait, waits until the operator has handled the request (status.lastHandledReconcileAt) and the object is Ready\n" +
+			"(exit 0), Stalled or still not Ready after --timeout (exit 1, with the reason). --with-artifacts also asks a\n" +
 			"VectorDeployment's ArtifactDeployments, before the VectorDeployment itself.",
 		Args: s.args,
 		RunE: func(cmd *cobra.Command, args []string) error {

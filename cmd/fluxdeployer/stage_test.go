@@ -270,6 +270,25 @@ http://other.example//acme.org/vectors/shop:1.5.0  -  %[6]s  2026-03-04T09:05:06
 		if got := must("tree", "vd/"+vd2.Name); got != vdTree {
 			t.Errorf("tree vd/%s:\n%s\nwant:\n%s", vd2.Name, got, vdTree)
 		}
+		// The status names an active VectorDeployment that is gone, and one the Stage controls is on its way out.
+		ghost := s.createStage("ghost", konfidencev1.StageSpec{Vector: v1})
+		s.setStatus(ghost, func(st *konfidencev1.Stage) { st.Status.ActiveVectorDeployment = "gone" })
+		leaving := &konfidencev1.VectorDeployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.name(ghost, v2), Finalizers: []string{"test.konfidence.cloud/hold"}},
+			Spec:       konfidencev1.VectorDeploymentSpec{Vector: v2},
+		}
+		if err := controllerutil.SetControllerReference(ghost, leaving, s.scheme()); err != nil {
+			t.Fatal(err)
+		}
+		create(t, env.Client, leaving)
+		if err := env.Client.Delete(context.Background(), leaving); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := must("tree", "st/ghost"), "Stage/ghost  Ready=Unknown\n"+
+			"├── VectorDeployment/gone (active)  Ready=Unknown NotFound\n"+
+			"└── VectorDeployment/"+leaving.Name+" (deleting)  Ready=Unknown\n"; got != want {
+			t.Errorf("tree st/ghost:\n%s\nwant:\n%s", got, want)
+		}
 		if _, stderr, code := cli("tree", "ad/"+ads["acme.org/artifacts/cache"].Name); code != exitUsage || !strings.Contains(stderr, "a tree starts at a VectorDeployment (vd) or a Stage (st)") {
 			t.Errorf("tree of an ArtifactDeployment: exit %d, %s", code, stderr)
 		}
@@ -290,14 +309,14 @@ http://other.example//acme.org/vectors/shop:1.5.0  -  %[6]s  2026-03-04T09:05:06
 		if err := json.Unmarshal([]byte(must("diff", "stage", "shop", "--vector", v1, "-o", "json")), &full); err != nil {
 			t.Fatal(err)
 		}
-		if full.Stage != ns+"/shop" || full.VectorDeployment != ns+"/"+vd2.Name || full.NewVectorDeployment != vd1 || full.Supersedes != vd3.Name ||
+		if full.Stage != ns+"/shop" || full.VectorDeployment != ns+"/"+vd2.Name || full.NewVectorDeployment != ns+"/"+vd1 || full.Supersedes != ns+"/"+vd3.Name ||
 			full.From != v2 || full.To != v1 {
 			t.Errorf("plan: %+v", full)
 		}
 		text := must("diff", "st", "shop", "--vector", v1)
 		if !strings.HasPrefix(text, "Stage "+ns+"/shop: "+v2+" -> "+v1+"\n"+
-			"The Stage creates VectorDeployment "+vd1+" and deletes VectorDeployment "+ns+"/"+vd2.Name+" once it is Ready.\n"+
-			"VectorDeployment "+vd3.Name+", the candidate of the move under way, is superseded: deleted too.\n") ||
+			"The Stage creates VectorDeployment "+ns+"/"+vd1+" and deletes VectorDeployment "+ns+"/"+vd2.Name+" once it is Ready.\n"+
+			"VectorDeployment "+ns+"/"+vd3.Name+", the candidate of the move under way, is superseded: deleted too.\n") ||
 			strings.Contains(text, "named for the new VectorDeployment's UID") {
 			t.Errorf("diff st:\n%s", text)
 		}
@@ -310,6 +329,18 @@ http://other.example//acme.org/vectors/shop:1.5.0  -  %[6]s  2026-03-04T09:05:06
 			actionKeep + " acme.org/artifacts/database 17.0.0":   ads3["acme.org/artifacts/database"].Name,
 			actionDelete + " acme.org/artifacts/database 16.4.0": ads["acme.org/artifacts/database"].Name,
 		})
+
+		// To the vector it runs: the active VectorDeployment stays, with all it has; the candidate goes.
+		p = planOf(t, must("diff", "st", "shop", "--vector", v2, "-o", "json"))
+		assertPlan(t, p, map[string]string{
+			actionKeep + " acme.org/artifacts/frontend 1.2.3":    ads["acme.org/artifacts/frontend"].Name,
+			actionKeep + " acme.org/artifacts/database 16.4.0":   ads["acme.org/artifacts/database"].Name,
+			actionKeep + " acme.org/artifacts/cache 7.0.0":       ads["acme.org/artifacts/cache"].Name,
+			actionDelete + " acme.org/artifacts/database 17.0.0": ads3["acme.org/artifacts/database"].Name,
+		})
+		if text := must("diff", "st", "shop", "--vector", v2); !strings.Contains(text, "\nThe Stage runs this vector already, as VectorDeployment "+ns+"/"+vd2.Name+": it stays.\n") {
+			t.Errorf("diff st to the vector it runs:\n%s", text)
+		}
 
 		// The same move planned for the VectorDeployment alone, as before: a new VectorDeployment is no Stage's, so
 		// the database is a new instance, and the candidate still owns what it shares.

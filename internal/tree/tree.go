@@ -90,7 +90,8 @@ func BuildStage(ctx context.Context, c client.Reader, namespace, name string) (*
 		}
 		i := slices.IndexFunc(vds, func(vd *konfidencev1.VectorDeployment) bool { return vd.Name == want.name })
 		if i < 0 {
-			root.Children = append(root.Children, &Node{Kind: "VectorDeployment", Namespace: namespace, Name: want.name, Role: want.role, Ready: string(metav1.ConditionUnknown), Reason: "NotFound"})
+			root.Children = append(root.Children, &Node{Kind: "VectorDeployment", Namespace: namespace, Name: want.name, Role: want.role,
+				Ready: string(metav1.ConditionUnknown), Reason: "NotFound"})
 			continue
 		}
 		n, err := buildVectorDeployment(ctx, c, vds[i])

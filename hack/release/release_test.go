@@ -272,8 +272,8 @@ func checkInstaller(t *testing.T, dist, pinned string) {
 			images = append(images, c.(map[string]any)["image"].(string))
 		}
 	}
-	if kinds["CustomResourceDefinition"] != 2 || kinds["Deployment"] != 1 {
-		t.Errorf("install.yaml holds %v; want the 2 CRDs and the Deployment", kinds)
+	if kinds["CustomResourceDefinition"] != 3 || kinds["Deployment"] != 1 {
+		t.Errorf("install.yaml holds %v; want the 3 CRDs and the Deployment", kinds)
 	}
 	if !slices.Equal(images, []string{pinned}) {
 		t.Errorf("the Deployment runs %q, want [%s]", images, pinned)

@@ -55,18 +55,7 @@ func TestClusterCommands(t *testing.T) {
 		ocmtest.Vector("acme.org/vectors/shop", "2.0.0", frontend, database, cache))
 	emptyRef, shopRef, shop2Ref := reg.Ref("", "acme.org/vectors/empty", "1.0.0"), reg.Ref("", "acme.org/vectors/shop", "1.0.0"), reg.Ref("", "acme.org/vectors/shop", "2.0.0")
 
-	cli := func(args ...string) (stdout, stderr string, code int) {
-		t.Helper()
-		return runBinary(t, append(args, "--kubeconfig", kubeconfig, "--context", "envtest")...)
-	}
-	must := func(args ...string) string {
-		t.Helper()
-		stdout, stderr, code := cli(args...)
-		if code != exitSuccess {
-			t.Fatalf("%v: exit %d\n%s%s", args, code, stdout, stderr)
-		}
-		return stdout
-	}
+	cli, must := envtestCLI(t, kubeconfig)
 	empty := testenv.CreateVectorDeployment(t, env.Client, ns, "empty", emptyRef)
 	testenv.CreateVectorDeployment(t, env.Client, other, "elsewhere", emptyRef)
 	testenv.CreateVectorDeployment(t, env.Client, ns, "broken", "not a reference")
@@ -388,4 +377,22 @@ func kubeconfigWithContexts(t *testing.T, admin []byte, ns string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// envtestCLI runs the binary against the envtest API server of kubeconfig's "envtest" context: cli returns what it
+// printed and its exit code, must fails the test unless it exits 0 and returns its standard output.
+func envtestCLI(t *testing.T, kubeconfig string) (cli func(args ...string) (stdout, stderr string, code int), must func(args ...string) string) {
+	cli = func(args ...string) (stdout, stderr string, code int) {
+		t.Helper()
+		return runBinary(t, append(args, "--kubeconfig", kubeconfig, "--context", "envtest")...)
+	}
+	must = func(args ...string) string {
+		t.Helper()
+		stdout, stderr, code := cli(args...)
+		if code != exitSuccess {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, stdout, stderr)
+		}
+		return stdout
+	}
+	return cli, must
 }

@@ -159,18 +159,7 @@ func TestStageCommands(t *testing.T) {
 	env := testenv.Start(t, filepath.Join(testenv.RepoRoot(), "internal", "fluxdeployer", "testdata", "crds"))
 	ns := newTestNamespace(t, env.Client, "stage")
 	kubeconfig := kubeconfigWithContexts(t, env.Kubeconfig, ns)
-	cli := func(args ...string) (stdout, stderr string, code int) {
-		t.Helper()
-		return runBinary(t, append(args, "--kubeconfig", kubeconfig, "--context", "envtest")...)
-	}
-	must := func(args ...string) string {
-		t.Helper()
-		stdout, stderr, code := cli(args...)
-		if code != exitSuccess {
-			t.Fatalf("%v: exit %d\n%s%s", args, code, stdout, stderr)
-		}
-		return stdout
-	}
+	cli, must := envtestCLI(t, kubeconfig)
 
 	reg := ocmtest.NewRegistry(t)
 	const helm = "cloud.konfidence.flux.helm"

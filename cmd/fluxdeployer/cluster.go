@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -37,6 +38,9 @@ type cluster struct {
 	// namespace is the namespace the flags chose; empty with -A.
 	namespace string
 	server    string
+	// config is the kubeconfig's user at the API server, for what needs more than a client (the web view's
+	// informers).
+	config *rest.Config
 }
 
 // connect reads the kubeconfig and builds a client. It sends nothing: errors of the API server come with the
@@ -70,7 +74,7 @@ func (c *clusterFlags) connect() (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cluster{client: cl, namespace: namespace, server: cfg.Host}, nil
+	return &cluster{client: cl, namespace: namespace, server: cfg.Host, config: cfg}, nil
 }
 
 // oneNamespace refuses -A for a command given a NAME, which names an object of one namespace.

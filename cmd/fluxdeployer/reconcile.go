@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,10 +13,10 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/gesture"
 )
 
 // selection is what reconcile, suspend, resume and wait act on: KIND NAME, or every object of KIND with --all.
@@ -158,7 +157,7 @@ func (c *cluster) reconcile(ctx context.Context, out io.Writer, k objectKind, ob
 			errs = append(errs, fmt.Errorf("%s is suspended: resume it to reconcile it", r.k.describe(r.obj)))
 			continue
 		}
-		requested, err := c.requestReconcile(ctx, r.obj, nil)
+		requested, err := c.do(ctx, r.obj, gesture.Reconcile)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", r.k.describe(r.obj), err))
 			continue
@@ -191,23 +190,11 @@ func (c *cluster) artifactDeploymentsOf(ctx context.Context, vd *konfidencev1.Ve
 	return ads, nil
 }
 
-// requestReconcile sets reconcile.fluxcd.io/requestedAt on obj to the current time, as `flux reconcile` does, in one
-// merge patch with the spec fields given (resume's suspend: false), and returns the value set.
-func (c *cluster) requestReconcile(ctx context.Context, obj client.Object, spec map[string]any) (string, error) {
-	requested := time.Now().Format(time.RFC3339Nano)
-	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{meta.ReconcileRequestAnnotation: requested}}}
-	if spec != nil {
-		patch["spec"] = spec
-	}
-	return requested, c.mergePatch(ctx, obj, patch)
-}
-
-func (c *cluster) mergePatch(ctx context.Context, obj client.Object, patch map[string]any) error {
-	raw, err := json.Marshal(patch)
-	if err != nil {
-		return err
-	}
-	return c.explain(c.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, raw)))
+// do sends one of the gestures (reconcile, suspend, resume) for obj as the kubeconfig's user and returns the
+// requestedAt value it set.
+func (c *cluster) do(ctx context.Context, obj client.Object, g gesture.Gesture) (string, error) {
+	requested, err := gesture.Do(ctx, c.client, obj, g)
+	return requested, c.explain(err)
 }
 
 func newSuspendCommand() *cobra.Command {
@@ -221,7 +208,7 @@ func newSuspendCommand() *cobra.Command {
 		Args: s.args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return s.forEach(cmd, args, 0, func(ctx context.Context, c *cluster, k objectKind, obj client.Object) error {
-				if err := c.mergePatch(ctx, obj, map[string]any{"spec": map[string]any{"suspend": true}}); err != nil {
+				if _, err := c.do(ctx, obj, gesture.Suspend); err != nil {
 					return fmt.Errorf("%s: %w", k.describe(obj), err)
 				}
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: suspended\n", k.describe(obj))
@@ -244,7 +231,7 @@ func newResumeCommand() *cobra.Command {
 		Args: s.args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return s.forEach(cmd, args, w.timeout, func(ctx context.Context, c *cluster, k objectKind, obj client.Object) error {
-				requested, err := c.requestReconcile(ctx, obj, map[string]any{"suspend": false})
+				requested, err := c.do(ctx, obj, gesture.Resume)
 				if err != nil {
 					return fmt.Errorf("%s: %w", k.describe(obj), err)
 				}

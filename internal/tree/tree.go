@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -19,6 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -36,8 +39,20 @@ type Node struct {
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
 	// Replicas is a Deployment's "<ready>/<wanted> ready", whose pods are its children.
-	Replicas string  `json:"replicas,omitempty"`
-	Children []*Node `json:"children,omitempty"`
+	Replicas string `json:"replicas,omitempty"`
+	// Status is a Deployment's kstatus: Current, InProgress or Failed (its progress deadline exceeded).
+	Status string `json:"status,omitempty"`
+	// Suspended is a Flux object's or one of this project's objects' spec.suspend.
+	Suspended bool `json:"suspended,omitempty"`
+	// Revision is what a Flux object last handled: a source's artifact revision, a Kustomization's last applied
+	// revision, a HelmRelease's last attempted chart version.
+	Revision string `json:"revision,omitempty"`
+	// LastHandledReconcile is a Flux object's status.lastHandledReconcileAt: the last reconcile request it acted on.
+	LastHandledReconcile string `json:"lastHandledReconcile,omitempty"`
+	// Unreadable names the kinds below this object the client may not list (the reader's RBAC): they are left out
+	// rather than failing the whole tree.
+	Unreadable []string `json:"unreadable,omitempty"`
+	Children   []*Node  `json:"children,omitempty"`
 }
 
 type withConditions interface {
@@ -78,6 +93,7 @@ func BuildStage(ctx context.Context, c client.Reader, namespace, name string) (*
 		return nil, err
 	}
 	root := node("Stage", st)
+	root.Suspended = st.Spec.Suspend
 	vds, err := vectorDeploymentsOf(ctx, c, st)
 	if err != nil {
 		return nil, err
@@ -137,6 +153,7 @@ func vectorDeploymentsOf(ctx context.Context, c client.Reader, st *konfidencev1.
 func buildVectorDeployment(ctx context.Context, c client.Reader, vd *konfidencev1.VectorDeployment) (*Node, error) {
 	namespace := vd.Namespace
 	root := node("VectorDeployment", vd)
+	root.Suspended = vd.Spec.Suspend
 	components := make([]string, 0, len(vd.Status.ResultingArtifactDeployments))
 	for component := range vd.Status.ResultingArtifactDeployments {
 		components = append(components, component)
@@ -152,62 +169,100 @@ func buildVectorDeployment(ctx context.Context, c client.Reader, vd *konfidencev
 			}
 			return nil, err
 		}
-		n := node("ArtifactDeployment", ad)
-		flux, err := fluxObjects(ctx, c, ad)
+		n, err := buildArtifactDeployment(ctx, c, ad)
 		if err != nil {
 			return nil, err
 		}
-		n.Children = flux
 		root.Children = append(root.Children, n)
 	}
 	return root, nil
 }
 
+// BuildArtifactDeployment reads the ArtifactDeployment namespace/name, its Flux objects and the workloads they
+// applied.
+func BuildArtifactDeployment(ctx context.Context, c client.Reader, namespace, name string) (*Node, error) {
+	ad := &konfidencev1.ArtifactDeployment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, ad); err != nil {
+		return nil, err
+	}
+	return buildArtifactDeployment(ctx, c, ad)
+}
+
+func buildArtifactDeployment(ctx context.Context, c client.Reader, ad *konfidencev1.ArtifactDeployment) (*Node, error) {
+	n := node("ArtifactDeployment", ad)
+	n.Suspended = ad.Spec.Suspend
+	var err error
+	n.Children, n.Unreadable, err = fluxObjects(ctx, c, ad)
+	return n, err
+}
+
 // fluxObjects are the Flux objects labelled with the ArtifactDeployment's name, in the order Flux uses them:
-// sources, then what applies them with its inventory.
-func fluxObjects(ctx context.Context, c client.Reader, ad *konfidencev1.ArtifactDeployment) ([]*Node, error) {
+// sources, then what applies them with its inventory; and the Flux kinds the client may not list.
+func fluxObjects(ctx context.Context, c client.Reader, ad *konfidencev1.ArtifactDeployment) ([]*Node, []string, error) {
 	opts := []client.ListOption{client.InNamespace(ad.Namespace), client.MatchingLabels{konfidencev1.ArtifactDeploymentLabel: ad.Name}}
 	var nodes []*Node
 	helmRepos := &sourcev1.HelmRepositoryList{}
 	ociRepos := &sourcev1.OCIRepositoryList{}
 	releases := &helmv2.HelmReleaseList{}
 	kustomizations := &kustomizev1.KustomizationList{}
-	for _, list := range []client.ObjectList{helmRepos, ociRepos, releases, kustomizations} {
-		if err := c.List(ctx, list, opts...); err != nil {
-			return nil, err
+	var unreadable []string
+	for _, l := range []struct {
+		kind string
+		list client.ObjectList
+	}{{sourcev1.HelmRepositoryKind, helmRepos}, {sourcev1.OCIRepositoryKind, ociRepos}, {helmv2.HelmReleaseKind, releases}, {kustomizev1.KustomizationKind, kustomizations}} {
+		if err := c.List(ctx, l.list, opts...); apierrors.IsForbidden(err) {
+			unreadable = append(unreadable, l.kind)
+		} else if err != nil {
+			return nil, nil, err
 		}
 	}
 	for i := range helmRepos.Items {
-		n := node(sourcev1.HelmRepositoryKind, &helmRepos.Items[i])
-		if helmRepos.Items[i].Spec.Type == sourcev1.HelmRepositoryTypeOCI {
+		r := &helmRepos.Items[i]
+		n := fluxNode(sourcev1.HelmRepositoryKind, r, r.Spec.Suspend, "", r.Status.LastHandledReconcileAt)
+		if r.Spec.Type == sourcev1.HelmRepositoryTypeOCI {
 			n.Ready = "" // static: an OCI HelmRepository has no status (flux-facts §1)
 		}
 		nodes = append(nodes, n)
 	}
 	for i := range ociRepos.Items {
-		nodes = append(nodes, node(sourcev1.OCIRepositoryKind, &ociRepos.Items[i]))
+		r := &ociRepos.Items[i]
+		revision := ""
+		if r.Status.Artifact != nil {
+			revision = r.Status.Artifact.Revision
+		}
+		nodes = append(nodes, fluxNode(sourcev1.OCIRepositoryKind, r, r.Spec.Suspend, revision, r.Status.LastHandledReconcileAt))
 	}
 	for i := range releases.Items {
-		n := node(helmv2.HelmReleaseKind, &releases.Items[i])
+		hr := &releases.Items[i]
+		n := fluxNode(helmv2.HelmReleaseKind, hr, hr.Spec.Suspend, hr.Status.LastAttemptedRevision, hr.Status.LastHandledReconcileAt)
 		if inv := releases.Items[i].Status.Inventory; inv != nil {
 			var err error
 			if n.Children, err = withPods(ctx, c, workloads(inventoryIDs(inv.Entries, func(e helmv2.ResourceRef) string { return e.ID }))); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		nodes = append(nodes, n)
 	}
 	for i := range kustomizations.Items {
-		n := node(kustomizev1.KustomizationKind, &kustomizations.Items[i])
+		ks := &kustomizations.Items[i]
+		n := fluxNode(kustomizev1.KustomizationKind, ks, ks.Spec.Suspend, ks.Status.LastAppliedRevision, ks.Status.LastHandledReconcileAt)
 		if inv := kustomizations.Items[i].Status.Inventory; inv != nil {
 			var err error
 			if n.Children, err = withPods(ctx, c, workloads(inventoryIDs(inv.Entries, func(e kustomizev1.ResourceRef) string { return e.ID }))); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		nodes = append(nodes, n)
 	}
-	return nodes, nil
+	return nodes, unreadable, nil
+}
+
+// fluxNode is the node of a Flux object: its Ready state, whether it is suspended, the revision it handled and
+// the last reconcile request it acted on.
+func fluxNode(kind string, obj withConditions, suspended bool, revision, lastHandled string) *Node {
+	n := node(kind, obj)
+	n.Suspended, n.Revision, n.LastHandledReconcile = suspended, revision, lastHandled
+	return n
 }
 
 // inventoryIDs takes the IDs of helm-controller's or kustomize-controller's inventory entries (two types of one
@@ -250,7 +305,8 @@ func withPods(ctx context.Context, c client.Reader, nodes []*Node) ([]*Node, err
 			continue
 		}
 		d := &appsv1.Deployment{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: n.Namespace, Name: n.Name}, d); apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+		err := c.Get(ctx, client.ObjectKey{Namespace: n.Namespace, Name: n.Name}, d)
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 			continue
 		} else if err != nil {
 			return nil, err
@@ -260,6 +316,9 @@ func withPods(ctx context.Context, c client.Reader, nodes []*Node) ([]*Node, err
 			wanted = *d.Spec.Replicas
 		}
 		n.Replicas = fmt.Sprintf("%d/%d ready", d.Status.ReadyReplicas, wanted)
+		if n.Status, err = kstatusOf(d); err != nil {
+			return nil, err
+		}
 		selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 		if err != nil {
 			return nil, err
@@ -277,11 +336,47 @@ func withPods(ctx context.Context, c client.Reader, nodes []*Node) ([]*Node, err
 					pod.Ready, pod.Reason, pod.Message = string(cond.Status), cond.Reason, cond.Message
 				}
 			}
+			if reason, message := containerFailure(&p); reason != "" {
+				pod.Reason, pod.Message = reason, message
+			}
 			n.Children = append(n.Children, pod)
 		}
 		slices.SortFunc(n.Children, func(a, b *Node) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return nodes, nil
+}
+
+// kstatusOf computes a Deployment's status as kstatus (and so kustomize-controller's health check) does.
+func kstatusOf(d *appsv1.Deployment) (string, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
+	if err != nil {
+		return "", err
+	}
+	obj := &unstructured.Unstructured{Object: u}
+	obj.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+	res, err := status.Compute(obj)
+	if err != nil {
+		return "", err
+	}
+	return res.Status.String(), nil
+}
+
+// containerFailure is why a pod's container does not run, as the kubelet reports it (CrashLoopBackOff,
+// ImagePullBackOff, an exit code): what a person needs rather than the Ready condition's ContainersNotReady.
+func containerFailure(p *corev1.Pod) (reason, message string) {
+	for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
+		switch {
+		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "" && cs.State.Waiting.Reason != "ContainerCreating" && cs.State.Waiting.Reason != "PodInitializing":
+			message = cs.State.Waiting.Message
+			if t := cs.LastTerminationState.Terminated; t != nil {
+				message = strings.TrimSpace(fmt.Sprintf("container %s exited with code %d %s", cs.Name, t.ExitCode, message))
+			}
+			return cs.State.Waiting.Reason, message
+		case cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0:
+			return cs.State.Terminated.Reason, fmt.Sprintf("container %s exited with code %d", cs.Name, cs.State.Terminated.ExitCode)
+		}
+	}
+	return "", ""
 }
 
 // Print writes the tree with box-drawing branches, one object per line.
@@ -312,6 +407,9 @@ func (n *Node) line() string {
 	s := n.Kind + "/" + n.Name
 	if n.Role != "" {
 		s += " (" + n.Role + ")"
+	}
+	if n.Suspended {
+		s += " (suspended)"
 	}
 	if n.Replicas != "" {
 		s += "  " + n.Replicas

@@ -27,11 +27,11 @@ type graphEdge struct {
 }
 
 const (
-	boxWidth   = 260
+	boxWidth   = 330
 	boxHeight  = 26
 	columnGap  = 60
 	rowPitch   = 34
-	labelChars = 36
+	labelChars = 44
 	margin     = 4
 )
 

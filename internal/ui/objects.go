@@ -267,4 +267,3 @@ func where(viewNamespace, namespace string) string {
 	}
 	return "namespace " + namespace
 }
-

@@ -369,7 +369,7 @@ func containerFailure(p *corev1.Pod) (reason, message string) {
 		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "" && cs.State.Waiting.Reason != "ContainerCreating" && cs.State.Waiting.Reason != "PodInitializing":
 			message = cs.State.Waiting.Message
 			if t := cs.LastTerminationState.Terminated; t != nil {
-				message = strings.TrimSpace(fmt.Sprintf("container %s exited with code %d %s", cs.Name, t.ExitCode, message))
+				message = strings.TrimSuffix(fmt.Sprintf("container %s exited with code %d: %s", cs.Name, t.ExitCode, message), ": ")
 			}
 			return cs.State.Waiting.Reason, message
 		case cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0:

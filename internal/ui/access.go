@@ -96,7 +96,7 @@ func (g *gated) check(obj runtime.Object, namespace, name string) error {
 		return err
 	}
 	kind := strings.TrimSuffix(gvk.Kind, "List")
-	if g.denied[kind] || (g.namespace != "" && namespace != g.namespace) {
+	if g.denied[kind] || (g.namespace != "" && namespace != "" && namespace != g.namespace) {
 		return apierrors.NewForbidden(schema.GroupResource{Resource: kind}, name, errNotWatched)
 	}
 	return nil

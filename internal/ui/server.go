@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -90,6 +91,10 @@ func Run(ctx context.Context, o Options) (*Server, error) {
 	}
 	for _, r := range may {
 		inf, err := c.GetInformer(ctx, r.newObject(), cache.BlockUntilSynced(false))
+		if meta.IsNoMatchError(err) && !r.required {
+			denied[r.kind] = true // not installed in this cluster (Flux's CRDs, or a release without Stages)
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("watching %s: %w", r.resource, err)
 		}

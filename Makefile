@@ -111,6 +111,10 @@ bench-e2e: ## Convergence: the operator, then the API server's floor writing the
 bench-memory: ## Memory: the operator binary's peak RSS and heap with 1,000, 3,000 and 10,000 ArtifactDeployments (three Flux objects each, with Flux's status).
 	$(BENCH_SCALE) -bench 'BenchmarkMemory/(100|300|1000)x10$$'
 
+.PHONY: bench-ui
+bench-ui: ## The web view (fluxdeployer ui, its own process) on 1,000 ArtifactDeployments the operator converged: first page, page times, peak RSS, live update latency.
+	$(BENCH_SCALE) -bench 'BenchmarkUI$$' | tee docs/data/bench-ui.txt
+
 .PHONY: bench-shards
 bench-shards: ## Sharding: three shards of 1,000 and of 3,000 ArtifactDeployments, each a binary with its --watch-label-selector, against one shard alone.
 	$(BENCH_SCALE) -bench 'BenchmarkShards/3x(100|300)x10$$' | tee docs/data/bench-shards.txt

@@ -158,6 +158,7 @@ func show(ctx context.Context, c client.Client, vd *konfidencev1.VectorDeploymen
 	if keep {
 		step("running until Ctrl-C; in another shell:")
 		fmt.Printf("   export KUBECONFIG=%s\n   kubectl get vd,ad,helmreleases,kustomizations -A\n", kubeconfig)
+		fmt.Printf("   bin/fluxdeployer ui -A    # the live web view of the landscape, on http://127.0.0.1:9333/\n")
 		fmt.Printf("   kubectl apply -k config/samples    # the sample again, in namespace default\n")
 		<-ctx.Done()
 	}

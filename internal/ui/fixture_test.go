@@ -227,7 +227,7 @@ func startView(t *testing.T, cfg *rest.Config, namespace string, actions bool) (
 
 func get(t *testing.T, ts *httptest.Server, path string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(ts.URL + path)
+	resp, err := (&http.Client{Timeout: 20 * time.Second}).Get(ts.URL + path)
 	if err != nil {
 		t.Fatal(err)
 	}

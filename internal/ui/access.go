@@ -33,9 +33,9 @@ type resource struct {
 // resources are every kind the view reads. Secrets and ConfigMaps are not among them: the view never reads their
 // contents, it shows only the names a status gives.
 var resources = []resource{
-	{"VectorDeployment", konfidencev1.GroupVersion.WithResource("vectordeployments").GroupResource(), func() client.Object { return &konfidencev1.VectorDeployment{} }, true},
-	{"ArtifactDeployment", konfidencev1.GroupVersion.WithResource("artifactdeployments").GroupResource(), func() client.Object { return &konfidencev1.ArtifactDeployment{} }, true},
-	{"Stage", konfidencev1.GroupVersion.WithResource("stages").GroupResource(), func() client.Object { return &konfidencev1.Stage{} }, false},
+	{kindVectorDeployment, konfidencev1.GroupVersion.WithResource("vectordeployments").GroupResource(), func() client.Object { return &konfidencev1.VectorDeployment{} }, true},
+	{kindArtifactDeployment, konfidencev1.GroupVersion.WithResource("artifactdeployments").GroupResource(), func() client.Object { return &konfidencev1.ArtifactDeployment{} }, true},
+	{kindStage, konfidencev1.GroupVersion.WithResource("stages").GroupResource(), func() client.Object { return &konfidencev1.Stage{} }, false},
 	{sourcev1.HelmRepositoryKind, sourcev1.GroupVersion.WithResource("helmrepositories").GroupResource(), func() client.Object { return &sourcev1.HelmRepository{} }, false},
 	{sourcev1.OCIRepositoryKind, sourcev1.GroupVersion.WithResource("ocirepositories").GroupResource(), func() client.Object { return &sourcev1.OCIRepository{} }, false},
 	{helmv2.HelmReleaseKind, helmv2.GroupVersion.WithResource("helmreleases").GroupResource(), func() client.Object { return &helmv2.HelmRelease{} }, false},

@@ -64,7 +64,8 @@ func fixture(t *testing.T) {
 		return metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(fixtureTime), ObservedGeneration: 1}
 	}
 	failed := func(typ, reason, message string) metav1.Condition {
-		return metav1.Condition{Type: typ, Status: metav1.ConditionFalse, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(fixtureTime.Add(30 * time.Minute)), ObservedGeneration: 1}
+		return metav1.Condition{Type: typ, Status: metav1.ConditionFalse, Reason: reason, Message: message,
+			LastTransitionTime: metav1.NewTime(fixtureTime.Add(30 * time.Minute)), ObservedGeneration: 1}
 	}
 	vd := &konfidencev1.VectorDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "shop"},
 		Spec: konfidencev1.VectorDeploymentSpec{Vector: "registry.example/acme.org/vectors/shop:1.0.0"},
@@ -77,8 +78,9 @@ func fixture(t *testing.T) {
 				Spec: &apiextensionsv1.JSON{Raw: []byte(`{"url":"http://web.shop.svc:80"}`)}}}},
 		}}
 	other := &konfidencev1.VectorDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "storefront"},
-		Spec:   konfidencev1.VectorDeploymentSpec{Vector: "registry.example/acme.org/vectors/storefront:2.0.0", Suspend: true},
-		Status: konfidencev1.VectorDeploymentStatus{ObservedGeneration: 1, Artifacts: 1, Ready: 1, Conditions: []metav1.Condition{ready(konfidencev1.ReadyCondition, meta.SucceededReason, "1/1 artifacts ready")}}}
+		Spec: konfidencev1.VectorDeploymentSpec{Vector: "registry.example/acme.org/vectors/storefront:2.0.0", Suspend: true},
+		Status: konfidencev1.VectorDeploymentStatus{ObservedGeneration: 1, Artifacts: 1, Ready: 1,
+			Conditions: []metav1.Condition{ready(konfidencev1.ReadyCondition, meta.SucceededReason, "1/1 artifacts ready")}}}
 	billing := &konfidencev1.VectorDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: teamB, Name: "billing"},
 		Spec:   konfidencev1.VectorDeploymentSpec{Vector: "registry.example/acme.org/vectors/billing:3.1.0"},
 		Status: konfidencev1.VectorDeploymentStatus{ObservedGeneration: 1, Conditions: []metav1.Condition{ready(konfidencev1.ReadyCondition, meta.SucceededReason, "0/0 artifacts ready")}}}
@@ -122,9 +124,10 @@ func fixture(t *testing.T) {
 		&helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: webAD, Labels: labels(webAD)},
 			Spec: helmv2.HelmReleaseSpec{ReleaseName: webAD, Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{Chart: "web", Version: "1.0.0",
 				SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: webAD}}}},
-			Status: helmv2.HelmReleaseStatus{ObservedGeneration: 1, LastAttemptedRevision: "1.0.0", ReconcileRequestStatus: meta.ReconcileRequestStatus{LastHandledReconcileAt: "2026-01-01T00:00:00Z"},
-				Conditions: []metav1.Condition{ready(meta.ReadyCondition, "InstallSucceeded", "Helm install succeeded")},
-				Inventory:  &helmv2.ResourceInventory{Entries: []helmv2.ResourceRef{{ID: shop + "_web_apps_Deployment", Version: "v1"}, {ID: shop + "_web__Service", Version: "v1"}}}}},
+			Status: helmv2.HelmReleaseStatus{ObservedGeneration: 1, LastAttemptedRevision: "1.0.0",
+				ReconcileRequestStatus: meta.ReconcileRequestStatus{LastHandledReconcileAt: "2026-01-01T00:00:00Z"},
+				Conditions:             []metav1.Condition{ready(meta.ReadyCondition, "InstallSucceeded", "Helm install succeeded")},
+				Inventory:              &helmv2.ResourceInventory{Entries: []helmv2.ResourceRef{{ID: shop + "_web_apps_Deployment", Version: "v1"}, {ID: shop + "_web__Service", Version: "v1"}}}}},
 		&sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: configAD, Labels: labels(configAD)},
 			Spec: sourcev1.OCIRepositorySpec{URL: "oci://registry.example/bundles/config", Interval: metav1.Duration{Duration: time.Minute}},
 			Status: sourcev1.OCIRepositoryStatus{ObservedGeneration: 1,
@@ -238,4 +241,3 @@ func get(t *testing.T, ts *httptest.Server, path string) (int, string) {
 	}
 	return resp.StatusCode, string(body)
 }
-

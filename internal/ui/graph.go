@@ -42,7 +42,7 @@ func layoutGraph(root *tree.Node) *graph {
 	row := 0
 	column := func(c int) int { return margin + c*(boxWidth+columnGap) }
 	top := func(r float64) int { return margin + int(r*rowPitch) }
-	var childIdx []int
+	childIdx := make([]int, 0, len(root.Children))
 	for _, child := range root.Children {
 		first := row
 		var grandIdx []int
@@ -84,11 +84,8 @@ func (g *graph) add(n *tree.Node, x, y int) int {
 		label = string(r[:labelChars-1]) + "…"
 	}
 	st := stateOfReady(n.Ready)
-	if n.Kind == "Deployment" {
-		st = map[string]state{"Current": stateReady, "InProgress": stateProgressing, "Failed": stateFailed}[n.Status]
-	}
-	if st == "" {
-		st = stateStatic
+	if n.Status != "" {
+		st = workloadState(n.Status)
 	}
 	g.Nodes = append(g.Nodes, graphNode{X: x, Y: y, W: boxWidth, H: boxHeight, TextX: x + 8, TextY: y + 17, Label: label, Title: title,
 		Href: href(n.Kind, n.Namespace, n.Name), State: st})

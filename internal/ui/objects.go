@@ -14,6 +14,16 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/tree"
 )
 
+const (
+	factVector      = "Vector"
+	columnComponent = "Component"
+	columnKind      = "Kind"
+	columnName      = "Name"
+	columnReason    = "Reason"
+	columnMessage   = "Message"
+	columnReady     = "Ready"
+)
+
 // vectorDeploymentPage: the VectorDeployment's conditions, its ArtifactDeployments with their steps and Flux
 // objects, the shared ones with their other owners, the deployment results, and the events of all of them.
 func (s *Server) vectorDeploymentPage(ctx context.Context, namespace, name string) (*objectPage, error) {
@@ -25,16 +35,16 @@ func (s *Server) vectorDeploymentPage(ctx context.Context, namespace, name strin
 	if err != nil {
 		return nil, err
 	}
-	p := &objectPage{Kind: "VectorDeployment", Namespace: namespace, Name: name, State: stateOf(vd), Conditions: s.conditionRows(vd.Status.Conditions)}
-	p.Facts = []fact{{Name: "Vector", Value: vd.Spec.Vector}, {Name: "Digest", Value: vd.Status.VectorDigest},
+	p := &objectPage{Kind: kindVectorDeployment, Namespace: namespace, Name: name, State: stateOf(vd), Conditions: s.conditionRows(vd.Status.Conditions)}
+	p.Facts = []fact{{Name: factVector, Value: vd.Spec.Vector}, {Name: "Digest", Value: vd.Status.VectorDigest},
 		{Name: "Artifacts ready", Value: fmt.Sprintf("%d/%d", vd.Status.Ready, vd.Status.Artifacts)}}
 	if st := controllerStage(vd); st != "" {
-		p.Facts = append(p.Facts, fact{Name: "Stage", Value: st, Href: href("Stage", namespace, st)})
+		p.Facts = append(p.Facts, fact{Name: kindStage, Value: st, Href: href(kindStage, namespace, st)})
 	}
 	p.Facts = append(p.Facts, suspendedFact(vd.Spec.Suspend)...)
 	ads := table{Title: "ArtifactDeployments", Empty: "none yet",
-		Head: []string{"Component", "ArtifactDeployment", "Kind", "Version", "Fetched", "Deployed", "Healthy", "Reason", "Message", "Flux objects", "Shared with"}}
-	results := table{Title: "Deployment results", Empty: "none", Head: []string{"Component", "Name", "Type", "Spec"}}
+		Head: []string{columnComponent, kindArtifactDeployment, columnKind, "Version", "Fetched", "Deployed", "Healthy", columnReason, columnMessage, "Flux objects", "Shared with"}}
+	results := resultsTable()
 	for _, component := range slices.Sorted(maps.Keys(vd.Status.ResultingArtifactDeployments)) {
 		adName := vd.Status.ResultingArtifactDeployments[component].Name
 		ad := &konfidencev1.ArtifactDeployment{}
@@ -42,7 +52,7 @@ func (s *Server) vectorDeploymentPage(ctx context.Context, namespace, name strin
 			ads.Rows = append(ads.Rows, []cell{{Text: component}, {Text: adName}, {Text: ""}, {Text: ""}, {}, {}, {}, {Text: "NotFound", State: stateUnknown}, {}, {}, {}})
 			continue
 		}
-		ads.Rows = append(ads.Rows, s.artifactRow(component, ad, vd, nodeOf(root, "ArtifactDeployment", adName)))
+		ads.Rows = append(ads.Rows, s.artifactRow(component, ad, vd, nodeOf(root, kindArtifactDeployment, adName)))
 	}
 	for _, component := range slices.Sorted(maps.Keys(vd.Status.DeploymentResults)) {
 		for _, r := range vd.Status.DeploymentResults[component] {
@@ -77,7 +87,7 @@ func (s *Server) artifactRow(component string, ad *konfidencev1.ArtifactDeployme
 	}
 	var others []string
 	for _, ref := range ad.OwnerReferences {
-		if ref.Kind == "VectorDeployment" && ref.UID != vd.UID {
+		if ref.Kind == kindVectorDeployment && ref.UID != vd.UID {
 			others = append(others, ref.Name)
 		}
 	}
@@ -91,7 +101,7 @@ func (s *Server) artifactRow(component string, ad *konfidencev1.ArtifactDeployme
 		kindName = ad.Spec.Manifest.Type
 	}
 	st := stateOf(ad)
-	return []cell{{Text: component}, {Text: ad.Name, Href: href("ArtifactDeployment", ad.Namespace, ad.Name), State: st, Mono: true},
+	return []cell{{Text: component}, {Text: ad.Name, Href: href(kindArtifactDeployment, ad.Namespace, ad.Name), State: st, Mono: true},
 		{Text: kindName}, {Text: ad.Spec.Component.Version}, step(konfidencev1.ArtifactFetchedCondition), step(konfidencev1.ArtifactDeployedCondition),
 		step(konfidencev1.AppHealthyCondition), {Text: reason, State: st}, {Text: message}, {Text: strings.Join(flux, ", ")}, {Text: strings.Join(others, ", ")}}
 }
@@ -101,6 +111,10 @@ func readyText(ready string) string {
 		return "(no status)"
 	}
 	return "Ready=" + ready
+}
+
+func resultsTable() table {
+	return table{Title: "Deployment results", Empty: "none", Head: []string{columnComponent, columnName, "Type", "Spec"}}
 }
 
 func resultRow(component string, r konfidencev1.DeploymentResult) []cell {
@@ -129,8 +143,8 @@ func (s *Server) artifactDeploymentPage(ctx context.Context, namespace, name str
 	if err != nil {
 		return nil, err
 	}
-	p := &objectPage{Kind: "ArtifactDeployment", Namespace: namespace, Name: name, State: stateOf(ad), Conditions: s.conditionRows(ad.Status.Conditions)}
-	p.Facts = []fact{{Name: "Component", Value: ad.Spec.Component.Name + ":" + ad.Spec.Component.Version}, {Name: "Type", Value: ad.Spec.Manifest.Type},
+	p := &objectPage{Kind: kindArtifactDeployment, Namespace: namespace, Name: name, State: stateOf(ad), Conditions: s.conditionRows(ad.Status.Conditions)}
+	p.Facts = []fact{{Name: columnComponent, Value: ad.Spec.Component.Name + ":" + ad.Spec.Component.Version}, {Name: "Type", Value: ad.Spec.Manifest.Type},
 		{Name: "Flux kind", Value: ad.Status.FluxKind}}
 	if ad.Status.ReleaseName != "" {
 		p.Facts = append(p.Facts, fact{Name: "Helm release", Value: ad.Status.ReleaseName})
@@ -139,13 +153,13 @@ func (s *Server) artifactDeploymentPage(ctx context.Context, namespace, name str
 		p.Facts = append(p.Facts, fact{Name: "Name suffix", Value: ad.Status.NameSuffix})
 	}
 	for _, ref := range ad.OwnerReferences {
-		if ref.Kind == "VectorDeployment" {
-			p.Facts = append(p.Facts, fact{Name: "VectorDeployment", Value: ref.Name, Href: href("VectorDeployment", namespace, ref.Name)})
+		if ref.Kind == kindVectorDeployment {
+			p.Facts = append(p.Facts, fact{Name: kindVectorDeployment, Value: ref.Name, Href: href(kindVectorDeployment, namespace, ref.Name)})
 		}
 	}
 	p.Facts = append(p.Facts, suspendedFact(ad.Spec.Suspend)...)
-	flux := table{Title: "Flux objects", Empty: "none yet", Head: []string{"Kind", "Name", "Ready", "Reason", "Message", "Revision", "Last handled reconcile", "Suspended"}}
-	workloads := table{Title: "Workloads", Empty: "none applied yet", Head: []string{"Applied by", "Kind", "Namespace", "Name", "Status", "Replicas", "Pods"}}
+	flux := table{Title: "Flux objects", Empty: "none yet", Head: []string{columnKind, columnName, columnReady, columnReason, columnMessage, "Revision", "Last handled reconcile", "Suspended"}}
+	workloads := table{Title: "Workloads", Empty: "none applied yet", Head: []string{"Applied by", columnKind, "Namespace", columnName, "Status", "Replicas", "Pods"}}
 	for _, f := range root.Children {
 		flux.Rows = append(flux.Rows, []cell{{Text: f.Kind}, {Text: f.Name, Mono: true, State: stateOfReady(f.Ready)}, {Text: f.Ready, State: stateOfReady(f.Ready)},
 			{Text: f.Reason}, {Text: f.Message}, {Text: f.Revision, Mono: true}, {Text: f.LastHandledReconcile}, {Text: yes(f.Suspended)}})
@@ -153,7 +167,7 @@ func (s *Server) artifactDeploymentPage(ctx context.Context, namespace, name str
 			workloads.Rows = append(workloads.Rows, workloadRow(f, w))
 		}
 	}
-	results := table{Title: "Deployment results", Empty: "none", Head: []string{"Component", "Name", "Type", "Spec"}}
+	results := resultsTable()
 	for _, r := range ad.Status.DeploymentResult {
 		results.Rows = append(results.Rows, resultRow(ad.Spec.Component.Name, r))
 	}
@@ -165,16 +179,8 @@ func (s *Server) artifactDeploymentPage(ctx context.Context, namespace, name str
 }
 
 func workloadRow(by, w *tree.Node) []cell {
-	st := stateStatic
-	switch w.Status {
-	case "Current":
-		st = stateReady
-	case "InProgress":
-		st = stateProgressing
-	case "Failed":
-		st = stateFailed
-	}
-	var pods []string
+	st := workloadState(w.Status)
+	pods := make([]string, 0, len(w.Children))
 	for _, pod := range w.Children {
 		text := pod.Name + " Ready=" + pod.Ready
 		if pod.Ready != "True" && pod.Reason != "" {
@@ -207,24 +213,24 @@ func (s *Server) stagePage(ctx context.Context, namespace, name string) (*object
 	if err != nil {
 		return nil, err
 	}
-	p := &objectPage{Kind: "Stage", Namespace: namespace, Name: name, State: stateOf(st), Conditions: s.conditionRows(st.Status.Conditions)}
-	p.Facts = []fact{{Name: "Vector", Value: st.Spec.Vector}}
+	p := &objectPage{Kind: kindStage, Namespace: namespace, Name: name, State: stateOf(st), Conditions: s.conditionRows(st.Status.Conditions)}
+	p.Facts = []fact{{Name: factVector, Value: st.Spec.Vector}}
 	if st.Spec.Semver != "" {
 		p.Facts = append(p.Facts, fact{Name: "Semver", Value: st.Spec.Semver})
 	}
 	p.Facts = append(p.Facts, fact{Name: "Last applied vector", Value: st.Status.LastAppliedVector})
 	for _, f := range []struct{ name, vd string }{{"Active", st.Status.ActiveVectorDeployment}, {"Candidate", st.Status.CandidateVectorDeployment}} {
 		if f.vd != "" {
-			p.Facts = append(p.Facts, fact{Name: f.name, Value: f.vd, Href: href("VectorDeployment", namespace, f.vd)})
+			p.Facts = append(p.Facts, fact{Name: f.name, Value: f.vd, Href: href(kindVectorDeployment, namespace, f.vd)})
 		}
 	}
 	p.Facts = append(p.Facts, suspendedFact(st.Spec.Suspend)...)
-	vds := table{Title: "VectorDeployments", Empty: "none", Head: []string{"Role", "VectorDeployment", "Ready", "Reason", "Message"}}
+	vds := table{Title: "VectorDeployments", Empty: "none", Head: []string{"Role", kindVectorDeployment, columnReady, columnReason, columnMessage}}
 	for _, n := range root.Children {
 		vds.Rows = append(vds.Rows, []cell{{Text: n.Role}, {Text: n.Name, Href: href(n.Kind, n.Namespace, n.Name), Mono: true, State: stateOfReady(n.Ready)},
 			{Text: n.Ready, State: stateOfReady(n.Ready)}, {Text: n.Reason}, {Text: n.Message}})
 	}
-	history := table{Title: "History", Empty: "no moves yet", Head: []string{"Vector", "Digest", "VectorDeployment", "Started", "Ended", "Outcome", "Message"}}
+	history := table{Title: "History", Empty: "no moves yet", Head: []string{factVector, "Digest", kindVectorDeployment, "Started", "Ended", "Outcome", columnMessage}}
 	for _, h := range st.Status.History {
 		ended := ""
 		if h.Ended != nil {
@@ -232,7 +238,7 @@ func (s *Server) stagePage(ctx context.Context, namespace, name string) (*object
 		}
 		outcome := map[string]state{"Promoted": stateReady, "Failed": stateFailed, "Progressing": stateProgressing, "Superseded": stateUnknown}[h.Outcome]
 		history.Rows = append(history.Rows, []cell{{Text: h.Vector}, {Text: h.Digest, Mono: true},
-			{Text: h.VectorDeployment, Href: href("VectorDeployment", namespace, h.VectorDeployment), Mono: true},
+			{Text: h.VectorDeployment, Href: href(kindVectorDeployment, namespace, h.VectorDeployment), Mono: true},
 			{Text: s.ago(h.Started.Time) + " ago"}, {Text: ended}, {Text: h.Outcome, State: outcome}, {Text: h.Message}})
 	}
 	p.Tables = []table{vds, history}
@@ -254,7 +260,7 @@ func nodeOf(root *tree.Node, kindName, name string) *tree.Node {
 
 // notes say what the page leaves out because the viewer may not read it.
 func (s *Server) notes(namespace string) []string {
-	var notes []string
+	notes := make([]string, 0, len(s.denied))
 	for _, k := range slices.Sorted(maps.Keys(s.denied)) {
 		notes = append(notes, fmt.Sprintf("%ss are not shown: your credentials may not list and watch them in %s.", k, where(s.opts.Namespace, namespace)))
 	}

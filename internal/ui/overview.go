@@ -41,17 +41,17 @@ type overviewRow struct {
 func (s *Server) overview(ctx context.Context, q string) (*overviewPage, error) {
 	var rows []namespacedRow
 	stages := &konfidencev1.StageList{}
-	if err := s.reader.List(ctx, stages); err != nil && !s.denied["Stage"] {
+	if err := s.reader.List(ctx, stages); err != nil && !s.denied[kindStage] {
 		return nil, err
 	}
 	for i := range stages.Items {
 		st := &stages.Items[i]
-		r := s.row("Stage", st, st.Spec.Vector, st.Spec.Suspend)
+		r := s.row(kindStage, st, st.Spec.Vector, st.Spec.Suspend)
 		if st.Spec.Semver != "" {
 			r.Vector += " (" + st.Spec.Semver + ")"
 		}
 		if active := st.Status.ActiveVectorDeployment; active != "" {
-			r.Related, r.RelatedHref = "active: "+active, href("VectorDeployment", st.Namespace, active)
+			r.Related, r.RelatedHref = "active: "+active, href(kindVectorDeployment, st.Namespace, active)
 		}
 		rows = append(rows, namespacedRow{st.Namespace, r})
 	}
@@ -61,10 +61,10 @@ func (s *Server) overview(ctx context.Context, q string) (*overviewPage, error) 
 	}
 	for i := range vds.Items {
 		vd := &vds.Items[i]
-		r := s.row("VectorDeployment", vd, vd.Spec.Vector, vd.Spec.Suspend)
+		r := s.row(kindVectorDeployment, vd, vd.Spec.Vector, vd.Spec.Suspend)
 		r.Artifacts = fmt.Sprintf("%d/%d", vd.Status.Ready, vd.Status.Artifacts)
 		if ref := controllerStage(vd); ref != "" {
-			r.Related, r.RelatedHref = "Stage "+ref, href("Stage", vd.Namespace, ref)
+			r.Related, r.RelatedHref = kindStage+" "+ref, href(kindStage, vd.Namespace, ref)
 		}
 		rows = append(rows, namespacedRow{vd.Namespace, r})
 	}
@@ -133,7 +133,7 @@ func matches(words []string, namespace string, r overviewRow) bool {
 // controllerStage is the name of the Stage that controls vd, if one does.
 func controllerStage(obj client.Object) string {
 	for _, ref := range obj.GetOwnerReferences() {
-		if ref.Controller != nil && *ref.Controller && ref.Kind == "Stage" && ref.APIVersion == konfidencev1.GroupVersion.String() {
+		if ref.Controller != nil && *ref.Controller && ref.Kind == kindStage && ref.APIVersion == konfidencev1.GroupVersion.String() {
 			return ref.Name
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,14 +29,21 @@ type kind struct {
 	build func(s *Server, ctx context.Context, namespace, name string) (*objectPage, error)
 }
 
+// The kinds with a page.
+const (
+	kindVectorDeployment   = "VectorDeployment"
+	kindArtifactDeployment = "ArtifactDeployment"
+	kindStage              = "Stage"
+)
+
 var kinds []kind
 
 func init() {
 	// Assigned here, not in the declaration: the builders render links through kinds.
 	kinds = []kind{
-		{"st", "Stage", (*Server).stagePage},
-		{"vd", "VectorDeployment", (*Server).vectorDeploymentPage},
-		{"ad", "ArtifactDeployment", (*Server).artifactDeploymentPage},
+		{"st", kindStage, (*Server).stagePage},
+		{"vd", kindVectorDeployment, (*Server).vectorDeploymentPage},
+		{"ad", kindArtifactDeployment, (*Server).artifactDeploymentPage},
 	}
 }
 
@@ -117,6 +125,19 @@ func stateOf(obj conditions.Getter) state {
 		return stateProgressing
 	}
 	return stateFailed
+}
+
+// workloadState colours a workload by its kstatus (a Deployment's); other workloads have none.
+func workloadState(kstatus string) state {
+	switch kstatus {
+	case status.CurrentStatus.String():
+		return stateReady
+	case status.InProgressStatus.String():
+		return stateProgressing
+	case status.FailedStatus.String():
+		return stateFailed
+	}
+	return stateStatic
 }
 
 // stateOfReady reads a Ready status as the tree reports it ("True", "False", "Unknown", or empty for an object
@@ -208,12 +229,13 @@ type layout struct {
 // page serves a whole page: the layout with the content rendered now; the script then keeps the content live.
 func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	content, title, err := s.content(r.Context(), r.URL)
-	l := layout{Title: title, Content: template.HTML(content), Query: r.URL.Query().Get("q"), Overview: r.URL.Path == "/", Connection: s.hub.connection()} // #nosec G203 -- rendered by html/template
-	status := http.StatusOK
+	l := layout{Title: title, Query: r.URL.Query().Get("q"), Overview: r.URL.Path == "/", Connection: s.hub.connection(),
+		Content: template.HTML(content)} // #nosec G203 -- rendered by html/template
+	code := http.StatusOK
 	if err != nil {
-		status, l.Title, l.Error = http.StatusInternalServerError, "Error", err.Error()
+		code, l.Title, l.Error = http.StatusInternalServerError, "Error", err.Error()
 		if errors.Is(err, errNotFound) {
-			status, l.Title = http.StatusNotFound, "Not found"
+			code, l.Title = http.StatusNotFound, "Not found"
 		}
 	}
 	var b bytes.Buffer
@@ -222,6 +244,6 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(status)
+	w.WriteHeader(code)
 	_, _ = w.Write(b.Bytes())
 }

@@ -60,10 +60,7 @@ func (s *Server) vectorDeploymentPage(ctx context.Context, namespace, name strin
 		}
 	}
 	p.Tables = []table{ads, results}
-	p.Graph = layoutGraph(root)
-	p.Events, err = s.events(ctx, namespace, root)
-	p.Notes = s.notes(namespace)
-	return p, err
+	return s.withTree(ctx, p, root)
 }
 
 // artifactRow is an ArtifactDeployment as a row of its VectorDeployment's table.
@@ -172,10 +169,7 @@ func (s *Server) artifactDeploymentPage(ctx context.Context, namespace, name str
 		results.Rows = append(results.Rows, resultRow(ad.Spec.Component.Name, r))
 	}
 	p.Tables = []table{flux, workloads, results}
-	p.Graph = layoutGraph(root)
-	p.Events, err = s.events(ctx, namespace, root)
-	p.Notes = s.notes(namespace)
-	return p, err
+	return s.withTree(ctx, p, root)
 }
 
 func workloadRow(by, w *tree.Node) []cell {
@@ -242,9 +236,16 @@ func (s *Server) stagePage(ctx context.Context, namespace, name string) (*object
 			{Text: s.ago(h.Started.Time) + " ago"}, {Text: ended}, {Text: h.Outcome, State: outcome}, {Text: h.Message}})
 	}
 	p.Tables = []table{vds, history}
+	return s.withTree(ctx, p, root)
+}
+
+// withTree completes a page with what every object page has: the graph of the object's tree, the events of the
+// objects in it, and what the viewer may not read.
+func (s *Server) withTree(ctx context.Context, p *objectPage, root *tree.Node) (*objectPage, error) {
 	p.Graph = layoutGraph(root)
-	p.Events, err = s.events(ctx, namespace, root)
-	p.Notes = s.notes(namespace)
+	p.Notes = s.notes(p.Namespace)
+	var err error
+	p.Events, err = s.events(ctx, p.Namespace, root)
 	return p, err
 }
 

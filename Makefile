@@ -64,8 +64,11 @@ test-assets: ## Build kube-apiserver, etcd and kube-controller-manager, and the 
 test: lint vet verify-generated ## Lint, unit, envtest, end-to-end and short fuzz tests.
 	@# envtest runs a real kube-apiserver and etcd, and e2e/ adds kube-controller-manager and the real Flux source-,
 	@# kustomize- and helm-controller, all built from source into a cache outside the clone on first use.
-	assets=$$(hack/test-assets.sh) && flux=$$(hack/flux-assets.sh) && \
-		KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux go test ./... -count=1 -timeout 30m
+	@# The web view's browser test drives Debian's Chromium (hack/browser-assets.sh installs it); its screenshots
+	@# are kept in bin/test-artifacts.
+	assets=$$(hack/test-assets.sh) && flux=$$(hack/flux-assets.sh) && chromium=$$(hack/browser-assets.sh) && \
+		KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux CHROMIUM=$$chromium \
+		go test ./... -count=1 -timeout 30m -artifacts -outputdir $(CURDIR)/bin/test-artifacts
 	$(MAKE) test-release
 	$(MAKE) test-chart
 	$(MAKE) e2e-node
@@ -77,7 +80,7 @@ test-chart: ## Render and lint charts/fluxdeployer with Helm's SDK and compare i
 
 .PHONY: e2e
 e2e: ## End-to-end tests: on the embedded control plane, or on an existing cluster with E2E_KUBECONFIG (Flux and the operator installed; E2E_REGISTRY_HOST: this machine's address as the cluster's pods reach it; E2E_KIND_CLUSTER: its name when it is kind, to run the TestNode tests there too).
-	go test ./e2e -count=1 -v -timeout 30m
+	CHROMIUM=$$(hack/browser-assets.sh) go test ./e2e -count=1 -v -timeout 30m -artifacts -outputdir $(CURDIR)/bin/test-artifacts
 
 .PHONY: e2e-node
 e2e-node: ## End-to-end tests on a real node of this machine (root; kubelet, containerd, Flux and the operator as pods from images built here; first run builds them).

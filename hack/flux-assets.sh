@@ -3,8 +3,8 @@
 # control plane, into a versioned cache folder outside the clone, and prints that folder:
 #   - source-controller and kustomize-controller v1.9.6 (the newest that build with Go 1.26), from the Go module
 #     proxy through the tools module hack/tools/flux;
-#   - helm-controller (main at 0f61a86, v1.6.3 fixes), whose main module the proxy here does not serve: it is built
-#     from a source snapshot or checkout (see helm_source below).
+#   - helm-controller v1.6.5 from the Go module proxy where it is served, else from a source snapshot or checkout
+#     (main at 0f61a86, with the v1.6.3 fixes; see helm_source below).
 # When every binary is present it does nothing. Cold, on 2 cores: about 10 minutes for the first two, 5 for
 # helm-controller.
 set -euo pipefail
@@ -12,6 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 version=1.9.6
 helm_commit=0f61a86
+helm_module=v1.6.5
 cache=${FLUXDEPLOYER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fluxdeployer}
 dir=$cache/flux/$version
 # Test packages run in parallel and each may call this script: one builds, the others wait for it.
@@ -28,27 +29,35 @@ for controller in source-controller kustomize-controller; do
   mv "$out.tmp" "$out"
 done
 
-# helm_source prints a directory holding helm-controller's go.mod, unpacking a snapshot when that is what exists.
-# Looked for, in order: HELM_CONTROLLER_SRC (a checkout of fluxcd/helm-controller at $helm_commit, or the
-# snapshot tarball), then the snapshot shipped beside this repository's checkouts (../shared/third_party/).
+# helm_source prints a directory holding helm-controller's go.mod (writable: the build may complete its go.sum).
+# Tried in order:
+#   1. the module github.com/fluxcd/helm-controller@$helm_module from the Go module proxy (most proxies serve it);
+#   2. HELM_CONTROLLER_SRC: a checkout of fluxcd/helm-controller at $helm_commit, or the snapshot tarball;
+#   3. the snapshot helm-controller-$helm_commit.tar.gz in a shared/third_party/helm-controller folder beside this
+#      checkout or beside its parent folder.
 helm_source() {
+  local work=$dir/helm-controller-src module
+  rm -rf "$work" && mkdir -p "$work"
+  if module=$(cd "$work" && go mod download -json "github.com/fluxcd/helm-controller@$helm_module" 2>/dev/null | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') &&
+    [ -n "$module" ] && [ -f "$module/go.mod" ]; then
+    cp -R "$module" "$work/helm-controller" && chmod -R u+w "$work/helm-controller"
+    echo "$work/helm-controller"; return 0
+  fi
+  echo "helm-controller@$helm_module is not served by this Go proxy ($(go env GOPROXY)); using a source snapshot" >&2
   local candidates=() c
   [ -n "${HELM_CONTROLLER_SRC:-}" ] && candidates+=("$HELM_CONTROLLER_SRC")
-  for c in "$root/../shared/third_party/helm-controller" "$root/../../shared/third_party/helm-controller" \
-    /work/shared/third_party/helm-controller; do
+  for c in "$root/../shared/third_party/helm-controller" "$root/../../shared/third_party/helm-controller"; do
     candidates+=("$c"/helm-controller-"$helm_commit".tar.gz)
   done
   for c in "${candidates[@]}"; do
     if [ -f "$c/go.mod" ]; then echo "$c"; return 0; fi
     if [ -f "$c" ]; then
-      local work=$dir/helm-controller-src
-      rm -rf "$work" && mkdir -p "$work"
       tar -xzf "$c" -C "$work"
       echo "$work/helm-controller"; return 0
     fi
   done
   {
-    echo "helm-controller: no source found. Its module is not served by this Go proxy, so it is built from source:"
+    echo "helm-controller: no source found. The Go proxy does not serve github.com/fluxcd/helm-controller@$helm_module;"
     echo "  set HELM_CONTROLLER_SRC to a checkout of github.com/fluxcd/helm-controller at $helm_commit"
     echo "  (git clone https://github.com/fluxcd/helm-controller && git -C helm-controller checkout $helm_commit),"
     echo "  or to the snapshot tarball helm-controller-$helm_commit.tar.gz. Looked in: ${candidates[*]}"

@@ -41,7 +41,7 @@ type overviewRow struct {
 func (s *Server) overview(ctx context.Context, q string) (*overviewPage, error) {
 	var rows []namespacedRow
 	stages := &konfidencev1.StageList{}
-	if err := s.reader.List(ctx, stages); err != nil && !s.denied[kindStage] {
+	if err := s.reader.List(ctx, stages, client.InNamespace(s.opts.Namespace)); err != nil && !s.denied[kindStage] {
 		return nil, err
 	}
 	for i := range stages.Items {
@@ -56,7 +56,7 @@ func (s *Server) overview(ctx context.Context, q string) (*overviewPage, error) 
 		rows = append(rows, namespacedRow{st.Namespace, r})
 	}
 	vds := &konfidencev1.VectorDeploymentList{}
-	if err := s.reader.List(ctx, vds); err != nil {
+	if err := s.reader.List(ctx, vds, client.InNamespace(s.opts.Namespace)); err != nil {
 		return nil, err
 	}
 	for i := range vds.Items {

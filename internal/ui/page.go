@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,8 +111,9 @@ const (
 	stateStatic state = "static"
 )
 
-// stateOf reads the summary of an object's conditions: Ready, else Stalled or a settled Ready=False as failed,
-// else progressing while it reconciles.
+// stateOf reads the summary of an object's conditions: Ready, else Stalled or Ready=False as failed, else
+// progressing while it reconciles. Ready=False next to Reconciling with reason ProgressingWithRetry is a failure
+// that Flux (or the operator) retries on its own: a person on call must see it as failing, not as progress.
 func stateOf(obj conditions.Getter) state {
 	ready := conditions.Get(obj, konfidencev1.ReadyCondition)
 	switch {
@@ -121,7 +123,8 @@ func stateOf(obj conditions.Getter) state {
 		return stateReady
 	case conditions.IsTrue(obj, konfidencev1.StalledCondition):
 		return stateFailed
-	case conditions.IsTrue(obj, konfidencev1.ReconcilingCondition) || ready.Status == metav1.ConditionUnknown:
+	case ready.Status == metav1.ConditionUnknown,
+		conditions.IsTrue(obj, konfidencev1.ReconcilingCondition) && conditions.GetReason(obj, konfidencev1.ReconcilingCondition) != meta.ProgressingWithRetryReason:
 		return stateProgressing
 	}
 	return stateFailed

@@ -66,6 +66,7 @@ test: lint vet verify-generated ## Lint, unit, envtest, end-to-end and short fuz
 	@# kustomize- and helm-controller, all built from source into a cache outside the clone on first use.
 	@# The web view's browser test drives Debian's Chromium (hack/browser-assets.sh installs it); its screenshots
 	@# are kept in bin/test-artifacts.
+	mkdir -p bin/test-artifacts
 	assets=$$(hack/test-assets.sh) && flux=$$(hack/flux-assets.sh) && chromium=$$(hack/browser-assets.sh) && \
 		KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux CHROMIUM=$$chromium \
 		go test ./... -count=1 -timeout 30m -artifacts -outputdir $(CURDIR)/bin/test-artifacts
@@ -80,6 +81,7 @@ test-chart: ## Render and lint charts/fluxdeployer with Helm's SDK and compare i
 
 .PHONY: e2e
 e2e: ## End-to-end tests: on the embedded control plane, or on an existing cluster with E2E_KUBECONFIG (Flux and the operator installed; E2E_REGISTRY_HOST: this machine's address as the cluster's pods reach it; E2E_KIND_CLUSTER: its name when it is kind, to run the TestNode tests there too).
+	mkdir -p bin/test-artifacts
 	CHROMIUM=$$(hack/browser-assets.sh) go test ./e2e -count=1 -v -timeout 30m -artifacts -outputdir $(CURDIR)/bin/test-artifacts
 
 .PHONY: e2e-node

@@ -64,7 +64,7 @@ func TestUIInABrowser(t *testing.T) {
 	b.screenshot(t, "overview.png")
 
 	vdLink := fmt.Sprintf(`tr.row[data-name="shop"] a[href="/vd/%s/shop"]`, ns)
-	adCell := fmt.Sprintf(`a[href="/ad/%s/%s"]`, ns, configAD)
+	adCell := fmt.Sprintf(`td > a[href="/ad/%s/%s"]`, ns, configAD)
 	b.run(t, "following the link to the VectorDeployment", chromedp.Click(chromedp.CSS(vdLink)), chromedp.WaitVisible(chromedp.CSS(adCell)))
 	if got := b.eval(t, `location.pathname`); got != "/vd/"+ns+"/shop" {
 		t.Errorf("the link led to %s", got)
@@ -77,7 +77,7 @@ func TestUIInABrowser(t *testing.T) {
 	// A reload would drop this mark: the page must change in place.
 	b.eval(t, `window.sameDocument = "yes"`)
 
-	broken := watchNotReady(t, ns, configAD)
+	broken := watchFailing(t, ns, configAD)
 	bundles.SetUnavailable(true)
 	ad := &konfidencev1.ArtifactDeployment{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: configAD}, ad); err != nil {
@@ -97,6 +97,8 @@ func TestUIInABrowser(t *testing.T) {
 	if took := shownAt.Sub(brokeAt); took > liveBound {
 		t.Errorf("the page showed the failing artifact %s after its status changed, want within %s", took, liveBound)
 	}
+	// The VectorDeployment waits on a failed artifact that Flux retries: failing too, not in progress.
+	b.waitFor(t, 30*time.Second, `document.getElementById("state").className`, "failed")
 	if got := b.eval(t, `window.sameDocument || "reloaded"`); got != "yes" {
 		t.Error("the page was reloaded to show the change")
 	}
@@ -142,9 +144,10 @@ func startUI(t *testing.T) string {
 	return base
 }
 
-// watchNotReady returns a channel that receives the time the test saw the ArtifactDeployment's Ready condition
-// leave True, from a watch opened now.
-func watchNotReady(t *testing.T, namespace, name string) <-chan time.Time {
+// watchFailing returns a channel that receives the time the test saw the ArtifactDeployment's Ready condition
+// turn False (the view shows it failing: the operator marks Ready=False only for a failed step), from a watch
+// opened now. Every Ready it passes through is logged.
+func watchFailing(t *testing.T, namespace, name string) <-chan time.Time {
 	t.Helper()
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
 	if err != nil {
@@ -159,7 +162,14 @@ func watchNotReady(t *testing.T, namespace, name string) <-chan time.Time {
 	at := make(chan time.Time, 1)
 	go func() {
 		for ev := range w.ResultChan() {
-			if ad, ok := ev.Object.(*konfidencev1.ArtifactDeployment); ok && !conditions.IsReady(ad) {
+			ad, ok := ev.Object.(*konfidencev1.ArtifactDeployment)
+			if !ok {
+				continue
+			}
+			if c := conditions.Get(ad, konfidencev1.ReadyCondition); c != nil {
+				t.Logf("%s: Ready=%s %s: %s", name, c.Status, c.Reason, c.Message)
+			}
+			if conditions.IsFalse(ad, konfidencev1.ReadyCondition) {
 				at <- time.Now()
 				return
 			}
@@ -197,7 +207,10 @@ func newBrowser(t *testing.T) *browser {
 	ctx, cancel := chromedp.NewContext(allocCtx)
 	t.Cleanup(func() { cancel(); cancelAlloc() })
 	b := &browser{ctx: ctx}
-	b.run(t, "starting Chromium", chromedp.Steps())
+	// The first run starts the browser, which lives as long as the context of that run: b.ctx, not a timeout.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting Chromium: %v", err)
+	}
 	messages := chromedp.Console(ctx)
 	go func() {
 		for m, err := range messages {
@@ -258,12 +271,12 @@ func (b *browser) waitFor(t *testing.T, timeout time.Duration, expression, want 
 	return time.Time{}
 }
 
-// screenshot saves the whole page as name in the test's artifact directory.
+// screenshot saves what the window shows as name in the test's artifact directory.
 func (b *browser) screenshot(t *testing.T, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatalf("taking %s: %v", name, err)
 	}

@@ -33,5 +33,6 @@ kubectl apply -f dist/install.yaml
 kubectl -n fluxdeployer-system wait deployment/fluxdeployer --for=condition=Available --timeout=3m
 # The suite's registry runs on this machine: pods reach it through the kind network's (IPv4) gateway.
 gateway=$(docker network inspect kind -f '{{range .IPAM.Config}}{{if .Gateway}}{{.Gateway}} {{end}}{{end}}' | tr ' ' '\n' | grep -m1 -E '^[0-9.]+$')
+mkdir -p bin/test-artifacts
 E2E_KUBECONFIG=$kubeconfig E2E_REGISTRY_HOST=$gateway E2E_KIND_CLUSTER=$name CHROMIUM=$(hack/browser-assets.sh) \
 	go test ./e2e -count=1 -v -timeout 60m -artifacts -outputdir "$PWD/bin/test-artifacts"

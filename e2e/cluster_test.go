@@ -287,3 +287,19 @@ type readyObject interface {
 	client.Object
 	conditions.Getter
 }
+
+// startProcess runs the program with the kubeconfig until the test ends; if the test failed, its last lines are
+// logged as name's.
+func startProcess(t *testing.T, name, kubeconfig, path string, args ...string) {
+	t.Helper()
+	p, err := controlplane.StartProcess(kubeconfig, nil, path, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("last lines of %s:\n%s", name, p.Tail(30))
+		}
+	})
+}

@@ -103,14 +103,7 @@ func assertTree(t *testing.T, vd *konfidencev1.VectorDeployment, want string) {
 // fluxdeployerCLI runs the fluxdeployer binary with the admin kubeconfig and returns its standard output.
 func fluxdeployerCLI(t *testing.T, args ...string) string {
 	t.Helper()
-	bin, err := fluxdeployerBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := controlplane.WriteKubeconfig(t.TempDir(), "kubeconfig", env.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, kubeconfig := adminCLI(t)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	var stderr strings.Builder
@@ -120,4 +113,19 @@ func fluxdeployerCLI(t *testing.T, args ...string) string {
 		t.Fatalf("fluxdeployer %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return string(out)
+}
+
+// adminCLI returns the fluxdeployer binary and a kubeconfig file of the cluster's administrator, to run the CLI
+// as a user would.
+func adminCLI(t *testing.T) (bin, kubeconfig string) {
+	t.Helper()
+	bin, err := fluxdeployerBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err = controlplane.WriteKubeconfig(t.TempDir(), "kubeconfig", env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin, kubeconfig
 }

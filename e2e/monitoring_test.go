@@ -253,18 +253,9 @@ func checkKubeStateMetrics(t *testing.T, vd *konfidencev1.VectorDeployment, adNa
 	addr, telemetry := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	host, port, _ := strings.Cut(addr, ":")
 	_, telemetryPort, _ := strings.Cut(telemetry, ":")
-	p, err := controlplane.StartProcess(cluster.AdminKubeconfig, nil, bin, "--kubeconfig="+cluster.AdminKubeconfig, "--custom-resource-state-only",
+	startProcess(t, "kube-state-metrics", cluster.AdminKubeconfig, bin, "--kubeconfig="+cluster.AdminKubeconfig, "--custom-resource-state-only",
 		"--custom-resource-state-config-file="+configFile, "--host="+host, "--port="+port,
 		"--telemetry-host="+host, "--telemetry-port="+telemetryPort)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Stop()
-		if t.Failed() {
-			t.Logf("last lines of kube-state-metrics:\n%s", p.Tail(30))
-		}
-	})
 	// The labels Prometheus would show; a scrape target's own namespace is not part of kube-state-metrics' output.
 	want := map[string]map[string]string{
 		"VectorDeployment": {"customresource_group": konfidencev1.GroupVersion.Group, "name": vd.Name,

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
-	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
 	"github.com/fluxdeployer/fluxdeployer/internal/gesture"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
@@ -110,25 +109,9 @@ func TestUIInABrowser(t *testing.T) {
 // returns its base URL once it serves the overview.
 func startUI(t *testing.T) string {
 	t.Helper()
-	bin, err := fluxdeployerBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := controlplane.WriteKubeconfig(t.TempDir(), "kubeconfig", env.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, kubeconfig := adminCLI(t)
 	addr := testenv.FreeAddr(t)
-	p, err := controlplane.StartProcess(kubeconfig, nil, bin, "ui", "-A", "--addr", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Stop()
-		if t.Failed() {
-			t.Logf("last lines of fluxdeployer ui:\n%s", p.Tail(30))
-		}
-	})
+	startProcess(t, "fluxdeployer ui", kubeconfig, bin, "ui", "-A", "--addr", addr)
 	base := "http://" + addr
 	testenv.Eventually(t, time.Minute, func() error {
 		resp, err := http.Get(base + "/") //nolint:noctx // a loopback endpoint of a process the test runs

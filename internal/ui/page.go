@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -111,9 +112,10 @@ const (
 	stateStatic state = "static"
 )
 
-// stateOf reads the summary of an object's conditions: Ready, else Stalled or Ready=False as failed, else
-// progressing while it reconciles. Ready=False next to Reconciling with reason ProgressingWithRetry is a failure
-// that Flux (or the operator) retries on its own: a person on call must see it as failing, not as progress.
+// stateOf reads the summary of an object's conditions: Ready; failing when Stalled or when Ready=False gives a
+// failure as its reason, also while Flux or the operator retries it on its own (a person on call must see it
+// red, not as progress); in progress while Ready is Unknown or False for a reason of work under way (waiting for
+// what the object depends on).
 func stateOf(obj conditions.Getter) state {
 	ready := conditions.Get(obj, konfidencev1.ReadyCondition)
 	switch {
@@ -123,12 +125,14 @@ func stateOf(obj conditions.Getter) state {
 		return stateReady
 	case conditions.IsTrue(obj, konfidencev1.StalledCondition):
 		return stateFailed
-	case ready.Status == metav1.ConditionUnknown,
-		conditions.IsTrue(obj, konfidencev1.ReconcilingCondition) && conditions.GetReason(obj, konfidencev1.ReconcilingCondition) != meta.ProgressingWithRetryReason:
+	case ready.Status == metav1.ConditionUnknown, slices.Contains(progressReasons, ready.Reason):
 		return stateProgressing
 	}
 	return stateFailed
 }
+
+// progressReasons are the reasons of a Ready=False that reports work under way rather than a failure.
+var progressReasons = []string{meta.ProgressingReason, meta.ProgressingWithRetryReason, meta.DependencyNotReadyReason}
 
 // workloadState colours a workload by its kstatus (a Deployment's); other workloads have none.
 func workloadState(kstatus string) state {

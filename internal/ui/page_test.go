@@ -9,8 +9,8 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 )
 
-// TestStateOf pins how the view colours an object from its kstatus conditions: a failure that is being retried
-// is failing, only a reconcile that has not failed is progress.
+// TestStateOf pins how the view colours an object from its kstatus conditions: a failure is failing also while
+// it is retried or waited on; only work under way is progress.
 func TestStateOf(t *testing.T) {
 	cond := func(t string, s metav1.ConditionStatus, reason string) metav1.Condition {
 		return metav1.Condition{Type: t, Status: s, Reason: reason}
@@ -30,8 +30,10 @@ func TestStateOf(t *testing.T) {
 		{"ready", []metav1.Condition{ready(metav1.ConditionTrue, meta.SucceededReason)}, stateReady},
 		{"ready while a new revision reconciles", []metav1.Condition{ready(metav1.ConditionTrue, meta.SucceededReason), reconciling(meta.ProgressingReason)}, stateReady},
 		{"waiting", []metav1.Condition{ready(metav1.ConditionUnknown, meta.ProgressingReason), reconciling(meta.ProgressingReason)}, stateProgressing},
-		{"not ready, reconciling a new generation", []metav1.Condition{ready(metav1.ConditionFalse, "ArtifactFailed"), reconciling(meta.ProgressingReason)}, stateProgressing},
+		{"waiting for an artifact", []metav1.Condition{ready(metav1.ConditionFalse, meta.ProgressingReason), reconciling(meta.ProgressingReason)}, stateProgressing},
+		{"waiting for a dependency", []metav1.Condition{ready(metav1.ConditionFalse, meta.DependencyNotReadyReason)}, stateProgressing},
 		{"failed, retried", []metav1.Condition{ready(metav1.ConditionFalse, "OCIArtifactPullFailed"), reconciling(meta.ProgressingWithRetryReason)}, stateFailed},
+		{"a VectorDeployment waiting on a failed artifact", []metav1.Condition{ready(metav1.ConditionFalse, "OCIArtifactPullFailed"), reconciling(meta.ProgressingReason)}, stateFailed},
 		{"failed", []metav1.Condition{ready(metav1.ConditionFalse, "ArtifactFailed")}, stateFailed},
 		{"stalled", []metav1.Condition{ready(metav1.ConditionFalse, "InvalidManifest"), cond(konfidencev1.StalledCondition, metav1.ConditionTrue, "InvalidManifest")}, stateFailed},
 	} {

@@ -110,13 +110,7 @@ func (r *Reconciler) report(vd *konfidencev1.VectorDeployment, artifacts []Resol
 		setCondition(vd, konfidencev1.ReadyCondition, s.ready)
 	}
 	if s.progressing != "" {
-		// An artifact that failed and is retried (by Flux or the operator) makes the wait a retry, as an
-		// ArtifactDeployment says it of its own failed step: kstatus readers tell it from progress.
-		reason := meta.ProgressingReason
-		if !isProgressing(s.ready.Reason) {
-			reason = meta.ProgressingWithRetryReason
-		}
-		conditions.MarkReconciling(vd, reason, "%s", s.progressing)
+		conditions.MarkReconciling(vd, meta.ProgressingReason, "%s", s.progressing)
 	}
 	// Whatever the outcome, it is the current spec's.
 	vd.Status.ObservedGeneration = vd.Generation

@@ -173,6 +173,8 @@ func TestInspectReportsEveryArtifact(t *testing.T) {
 	table, _, _ := runBinary(t, "vector", "inspect", ref)
 	if lines := strings.Split(table, "\n"); len(lines) < 4 || !strings.Contains(lines[2], "NotFound: ") || !strings.HasSuffix(strings.TrimSpace(lines[1]), "ok") {
 		t.Errorf("table:\n%s", table)
+	} else if strings.Count(lines[2], "NotFound") != 1 {
+		t.Errorf("the STATUS column names the reason more than once: %s", lines[2])
 	}
 }
 

@@ -172,6 +172,10 @@ func TestClusterCommands(t *testing.T) {
 		if !found[ns+"/shop"] || !found[other+"/elsewhere"] {
 			t.Errorf("tree -A found %v", found)
 		}
+		if out := must("tree", "-A"); !strings.Contains(out, "VectorDeployment/shop (namespace "+ns+")  Ready=True") ||
+			!strings.Contains(out, "VectorDeployment/elsewhere (namespace "+other+")  Ready=True") {
+			t.Errorf("tree -A names no namespaces:\n%s", out)
+		}
 		if out := must("tree", "-n", other); !strings.HasPrefix(out, "VectorDeployment/elsewhere  Ready=True") {
 			t.Errorf("tree -n %s:\n%s", other, out)
 		}

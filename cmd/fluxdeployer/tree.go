@@ -46,8 +46,12 @@ func newTreeCommand() *cobra.Command {
 				}
 				return printStructured(cmd.OutOrStdout(), output.value, roots)
 			}
+			printOne := tree.Print
+			if flags.allNamespaces && len(args) == 0 {
+				printOne = tree.PrintNamespaced // the same name may be taken in several namespaces
+			}
 			for _, root := range roots {
-				if err := tree.Print(cmd.OutOrStdout(), root); err != nil {
+				if err := printOne(cmd.OutOrStdout(), root); err != nil {
 					return err
 				}
 			}

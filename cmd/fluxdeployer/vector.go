@@ -230,7 +230,7 @@ func printArtifactTable(out io.Writer, result inspection) error {
 		}
 		status := "ok"
 		if a.Error != "" {
-			status = a.Reason + ": " + a.Error
+			status = withReason(a.Reason, a.Error)
 		}
 		placeholderNamed = placeholderNamed || (result.UIDPlaceholder && a.Name != "" && !a.AllowReuse)
 		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\n", a.Component, a.Version, orDash(a.Type), a.AllowReuse, orDash(a.Name),
@@ -244,6 +244,15 @@ func printArtifactTable(out io.Writer, result inspection) error {
 		return err
 	}
 	return nil
+}
+
+// withReason is a failure as "Reason: message", once: the registry reader's errors already begin with their
+// reason.
+func withReason(reason, message string) string {
+	if strings.HasPrefix(message, reason+": ") {
+		return message
+	}
+	return reason + ": " + message
 }
 
 // shortDigest abbreviates a pinned digest for the table as "@sha256:" and 12 hex digits, as docker shortens IDs.

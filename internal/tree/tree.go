@@ -381,7 +381,17 @@ func containerFailure(p *corev1.Pod) (reason, message string) {
 
 // Print writes the tree with box-drawing branches, one object per line.
 func Print(w io.Writer, root *Node) error {
-	if _, err := fmt.Fprintln(w, root.line()); err != nil {
+	return printTree(w, root, "")
+}
+
+// PrintNamespaced writes the tree as Print does, its root naming its namespace: for trees of several namespaces,
+// where the same name may stand for different objects.
+func PrintNamespaced(w io.Writer, root *Node) error {
+	return printTree(w, root, " (namespace "+root.Namespace+")")
+}
+
+func printTree(w io.Writer, root *Node, namespace string) error {
+	if _, err := fmt.Fprintln(w, root.line(namespace)); err != nil {
 		return err
 	}
 	return printChildren(w, root, "")
@@ -393,7 +403,7 @@ func printChildren(w io.Writer, n *Node, indent string) error {
 		if i == len(n.Children)-1 {
 			branch, next = "└── ", "    "
 		}
-		if _, err := fmt.Fprintln(w, indent+branch+child.line()); err != nil {
+		if _, err := fmt.Fprintln(w, indent+branch+child.line("")); err != nil {
 			return err
 		}
 		if err := printChildren(w, child, indent+next); err != nil {
@@ -403,8 +413,9 @@ func printChildren(w io.Writer, n *Node, indent string) error {
 	return nil
 }
 
-func (n *Node) line() string {
-	s := n.Kind + "/" + n.Name
+// line is the node's line; namespace, when not empty, follows its name.
+func (n *Node) line(namespace string) string {
+	s := n.Kind + "/" + n.Name + namespace
 	if n.Role != "" {
 		s += " (" + n.Role + ")"
 	}

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds what a real node needs besides the control plane of hack/test-assets.sh, into a versioned cache folder
 # outside the clone, and prints that folder (the node suite's NODE_ASSETS):
-#   - kubelet, kube-scheduler and kube-proxy 1.36.3 from the tools module hack/tools/kube, stamped with their
-#     version (an unstamped build reports v0.0.0-master+$Format:%H$, which clients fail to parse);
+#   - kubelet, kube-scheduler and kube-proxy from the tools module hack/tools/kube, stamped with their version
+#     (hack/lib/build.sh);
 #   - containerd 2.4, its runc shim and ctr from the tools module hack/tools/containerd (Kubernetes 1.36's kubelet
 #     needs containerd 2.x);
 #   - runc, the CNI plugins (bridge, host-local, loopback) and the iptables and conntrack tools kube-proxy runs,
@@ -12,7 +12,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-kube_version=1.36.3
+# shellcheck source=hack/lib/build.sh
+source "$root/hack/lib/build.sh"
 containerd_version=2.4.2
 cache=${FLUXDEPLOYER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fluxdeployer}
 dir=$cache/node/$kube_version-containerd$containerd_version
@@ -20,23 +21,6 @@ dir=$cache/node/$kube_version-containerd$containerd_version
 mkdir -p "$cache"
 exec 9>"$cache/.build.lock"
 flock 9
-
-# The version the kubelet reports to the API server and kube-proxy's clients parse.
-kube_ldflags=""
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  kube_ldflags+=" -X $pkg.gitVersion=v$kube_version -X $pkg.gitMajor=${kube_version%%.*}"
-  minor=${kube_version#*.}
-  kube_ldflags+=" -X $pkg.gitMinor=${minor%%.*} -X $pkg.gitTreeState=clean"
-done
-
-build() { # module-dir package binary expected-time ldflags
-  local out=$dir/$3
-  [ -x "$out" ] && return 0
-  mkdir -p "$dir"
-  echo "building $3 into $dir (first run only, about $4 on 2 cores)" >&2
-  (cd "$root/hack/tools/$1" && go build -trimpath -ldflags "$5" -o "$out.tmp" "$2") >&2
-  mv "$out.tmp" "$out"
-}
 
 build kube k8s.io/kubernetes/cmd/kubelet kubelet "10 minutes" "$kube_ldflags"
 build kube k8s.io/kubernetes/cmd/kube-scheduler kube-scheduler "30 seconds" "$kube_ldflags"

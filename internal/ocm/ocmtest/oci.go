@@ -28,18 +28,25 @@ const (
 	MediaTypeFluxContent = "application/vnd.cncf.flux.content.v1.tar+gzip"
 )
 
-// Chart is a Helm chart: Chart.yaml is generated from Name and Version, Files are the rest (templates/…,
+// Chart is a Helm chart: Chart.yaml is generated from Name, Version and KubeVersion (the constraint Helm checks
+// against the version the API server reports, left out when empty), Files are the rest (templates/…,
 // values.yaml) by their path inside the chart.
 type Chart struct {
-	Name, Version string
-	Files         map[string]string
+	Name, Version, KubeVersion string
+	Files                      map[string]string
 }
 
+// PublicKubeVersion is the kubeVersion constraint most public charts carry: the test charts carry it too, so a
+// control plane that reports no real version (Helm refuses such charts against it) fails the tests that install
+// them.
+const PublicKubeVersion = ">=1.23.0-0"
+
 type chartMetadata struct {
-	APIVersion string `json:"apiVersion"`
-	Name       string `json:"name"`
-	Version    string `json:"version"`
-	Type       string `json:"type"`
+	APIVersion  string `json:"apiVersion"`
+	Name        string `json:"name"`
+	Version     string `json:"version"`
+	KubeVersion string `json:"kubeVersion,omitempty"`
+	Type        string `json:"type"`
 }
 
 // PushHelmChart pushes the chart to host/repository/<name> as `helm push` does (the tag is the version with "+"
@@ -60,7 +67,7 @@ func chartPath(repository string, c Chart) (path, tag string) {
 // pushChart pushes and tags the chart in repo and returns its manifest.
 func pushChart(ctx context.Context, repo *remote.Repository, c Chart) (ocispec.Descriptor, error) {
 	// Chart.yaml and Helm's OCI config blob hold the same metadata, as YAML and as JSON.
-	meta := chartMetadata{APIVersion: "v2", Name: c.Name, Version: c.Version, Type: "application"}
+	meta := chartMetadata{APIVersion: "v2", Name: c.Name, Version: c.Version, KubeVersion: c.KubeVersion, Type: "application"}
 	chartYAML, err := yaml.Marshal(meta)
 	if err != nil {
 		return ocispec.Descriptor{}, err
@@ -152,7 +159,7 @@ func tarGz(files map[string]string) ([]byte, error) {
 // deployment result "web": what the authoring rules ask of a chart deployed more than once. The
 // demo and the end-to-end tests install it.
 func WebChart(name, version string) Chart {
-	return Chart{Name: name, Version: version, Files: map[string]string{
+	return Chart{Name: name, Version: version, KubeVersion: PublicKubeVersion, Files: map[string]string{
 		"values.yaml": "greeting: hello\n",
 		"templates/configmap.yaml": `apiVersion: v1
 kind: ConfigMap
@@ -240,7 +247,7 @@ func workload(name, image string, args []string) string {
 // WorkloadChart renders a Deployment of image (run with args) named after the release, and its Service as the
 // deployment result "web": a workload that really starts on a node, whose readiness Helm waits for.
 func WorkloadChart(name, version, image string, args ...string) Chart {
-	return Chart{Name: name, Version: version, Files: map[string]string{
+	return Chart{Name: name, Version: version, KubeVersion: PublicKubeVersion, Files: map[string]string{
 		"templates/workload.yaml": workload("{{ .Release.Name }}", image, args),
 	}}
 }

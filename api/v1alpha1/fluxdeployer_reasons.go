@@ -21,11 +21,18 @@ const (
 	// Secret is configured for, and the configuration does not allow credentials in clear for that host; nothing is
 	// applied, so Flux never sends them.
 	CredentialsRequireTLSReason = "CredentialsRequireTLS"
-	// InvalidConfigurationReason: the Flux deployer's ConfigMap cannot be read, or a value in it does not parse.
+	// InvalidConfigurationReason: the Flux deployer's ConfigMap cannot be read, or a value in it does not parse. The
+	// last good configuration stays in use (reported on the ConfigMap's events, not on the ArtifactDeployments);
+	// only without one, after a start, do the ArtifactDeployments carry the reason and wait for the fix.
 	InvalidConfigurationReason = "InvalidConfiguration"
 	// UnknownConfigurationKeyReason: the Flux deployer's ConfigMap has a key the deployer does not read, e.g. a
-	// misspelt one; nothing is deployed until it is removed or corrected, as for an invalid value.
+	// misspelt one: a Warning event on the ConfigMap names it (with the key it most likely meant) and the key is
+	// ignored.
 	UnknownConfigurationKeyReason = "UnknownConfigurationKey"
+	// ServiceAccountNotFoundReason: the ServiceAccount the configuration has the ArtifactDeployment's Flux objects
+	// run as does not exist in its namespace; nothing is applied until it does (looked for again every
+	// dependency requeue interval).
+	ServiceAccountNotFoundReason = "ServiceAccountNotFound"
 	// ApplyFailedReason: the API server refused a Flux object.
 	ApplyFailedReason = "ApplyFailed"
 	// DuplicateDeploymentResultReason: two Services claim the same deployment result name.

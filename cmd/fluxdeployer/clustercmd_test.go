@@ -12,6 +12,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -85,6 +86,28 @@ func TestClusterCommands(t *testing.T) {
 		_, stderr, code := cli("wait", "vd", "shop", "--timeout", "2s")
 		if code != exitFailure || !strings.Contains(stderr, "VectorDeployment "+ns+"/shop: timed out waiting for Ready: ") {
 			t.Errorf("exit %d, stderr %q", code, stderr)
+		}
+	})
+
+	t.Run("wait --all gives each object its own timeout", func(t *testing.T) {
+		// A vector that is not there yet keeps its VectorDeployment retrying; listed first, it used to take the
+		// whole timeout, and the Ready one after it failed unasked.
+		waiting := testenv.CreateVectorDeployment(t, env.Client, other, "a-waiting", reg.Ref("", "acme.org/vectors/missing", "9.9.9"))
+		defer func() {
+			if err := env.Client.Delete(ctx, waiting); err != nil {
+				t.Error(err)
+			}
+			testenv.Eventually(t, time.Minute, func() error {
+				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(waiting), waiting); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("a-waiting not gone yet (%v)", err)
+				}
+				return nil
+			})
+		}()
+		out, stderr, code := cli("wait", "vd", "--all", "-n", other, "--timeout", "3s")
+		if code != exitFailure || !strings.Contains(stderr, "VectorDeployment "+other+"/a-waiting: timed out waiting for Ready") ||
+			!strings.Contains(out, "VectorDeployment "+other+"/elsewhere: Ready") || strings.Contains(stderr, "rate limiter") {
+			t.Errorf("exit %d, stdout %q, stderr %q", code, out, stderr)
 		}
 	})
 

@@ -70,25 +70,29 @@ func (s *selection) resolve(ctx context.Context, args []string) (*cluster, objec
 	return c, k, []client.Object{obj}, nil
 }
 
-// forEach acts on every selected object, within timeout when it is above zero, and joins the errors: one object
-// failing keeps none of the others from being acted on.
+// forEach acts on every selected object, each within its own timeout when it is above zero, and joins the
+// errors: one object failing, or waited on until its timeout, keeps none of the others from being acted on.
 func (s *selection) forEach(cmd *cobra.Command, args []string, timeout time.Duration,
 	act func(ctx context.Context, c *cluster, k objectKind, obj client.Object) error) error {
-	ctx := cmd.Context()
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	c, k, objs, err := s.resolve(ctx, args)
+	c, k, objs, err := s.resolve(cmd.Context(), args)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, obj := range objs {
-		errs = append(errs, act(ctx, c, k, obj))
+		errs = append(errs, within(cmd.Context(), timeout, func(ctx context.Context) error { return act(ctx, c, k, obj) }))
 	}
 	return errors.Join(errs...)
+}
+
+// within runs f with a context that ends after timeout (none when it is not above zero).
+func within(ctx context.Context, timeout time.Duration, f func(context.Context) error) error {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return f(ctx)
 }
 
 // waitFlags are --wait and --timeout of the commands that can wait for the outcome.
@@ -101,7 +105,7 @@ func (w *waitFlags) bind(f *pflag.FlagSet, waitUsage string) {
 	if waitUsage != "" {
 		f.BoolVar(&w.wait, "wait", false, waitUsage)
 	}
-	f.DurationVar(&w.timeout, "timeout", 5*time.Minute, "how long to wait for Ready")
+	f.DurationVar(&w.timeout, "timeout", 5*time.Minute, "how long to wait for each object to be Ready")
 }
 
 func newReconcileCommand() *cobra.Command {
@@ -340,7 +344,7 @@ func (c *cluster) await(ctx context.Context, out io.Writer, k objectKind, obj cl
 	}
 	for {
 		if err := c.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			if ctx.Err() != nil {
+			if nearDeadline(ctx) {
 				return timedOut()
 			}
 			return fmt.Errorf("%s: %w", name, c.explain(err))
@@ -369,6 +373,14 @@ func (c *cluster) await(ctx context.Context, out io.Writer, k objectKind, obj cl
 		case <-ticker.C:
 		}
 	}
+}
+
+// nearDeadline tells whether a failed request failed for the deadline: it has passed, or is so close that the
+// client's rate limiter refused to wait for it (client-go does that before the deadline, with an error that names
+// neither the object nor the timeout).
+func nearDeadline(ctx context.Context) bool {
+	deadline, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && time.Until(deadline) < 2*pollInterval
 }
 
 // readyOf words the Ready condition: "Ready=False Reason: message".

@@ -2,7 +2,6 @@ package fluxdeployer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -21,6 +20,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
+	"github.com/fluxdeployer/fluxdeployer/pkg/suggest"
 )
 
 // Helm source modes: how an OCI Helm chart reaches helm-controller.
@@ -46,6 +46,7 @@ const (
 	driftDetectionKey             = "driftDetection"
 	helmSourceKey                 = "helmSource"
 	serviceAccountNameKey         = "serviceAccountName"
+	serviceAccountNamesKey        = "serviceAccountNames"
 	createNamespaceKey            = "createNamespace"
 	teardownTimeoutKey            = "teardownTimeout"
 )
@@ -71,8 +72,12 @@ type config struct {
 	helmSource                 string
 	// serviceAccountName is the account, in each ArtifactDeployment's namespace, that helm-controller and
 	// kustomize-controller impersonate to apply its chart or bundle (empty: the controllers' own rights, or
-	// their --default-service-account).
+	// their --default-service-account), as Flux's multi-tenancy lockdown has every tenant's objects run as an
+	// account of the tenant's own namespace.
 	serviceAccountName string
+	// serviceAccountNames overrides serviceAccountName per namespace: the platform's choice, in the platform's
+	// ConfigMap, never a tenant's.
+	serviceAccountNames map[string]string
 	// createNamespace lets helm-controller create a missing target namespace on install.
 	createNamespace bool
 	// teardownTimeout bounds how long a deleted ArtifactDeployment waits for its Flux objects to be gone.
@@ -95,22 +100,13 @@ func defaultConfig() config {
 	}
 }
 
-// loadConfig reads the ConfigMap. Without one the defaults apply, so a fresh installation deploys; a ConfigMap
-// that cannot be read is an error on every ArtifactDeployment rather than a silent fallback.
-func loadConfig(ctx context.Context, r client.Reader, key types.NamespacedName) (config, error) {
-	cm, err := readConfigMap(ctx, r, key)
-	switch {
-	case err != nil:
-		return config{}, err
-	case cm == nil:
-		return defaultConfig(), nil
+// serviceAccountFor is the account the Flux objects of an ArtifactDeployment in namespace run as; "" for the
+// controllers' own.
+func (c config) serviceAccountFor(namespace string) string {
+	if name, ok := c.serviceAccountNames[namespace]; ok {
+		return name
 	}
-	c, err := parseConfig(cm.Data)
-	if err != nil {
-		return config{}, outcome.Stallingf(outcome.As(err, konfidencev1.InvalidConfigurationReason).Reason, "ConfigMap %s: %v", key, err)
-	}
-	c.version = cm.ResourceVersion
-	return c, nil
+	return c.serviceAccountName
 }
 
 // readConfigMap returns the ConfigMap, or nil when there is none.
@@ -126,7 +122,7 @@ func readConfigMap(ctx context.Context, r client.Reader, key types.NamespacedNam
 }
 
 // ValidateConfig checks the data of the deployer's ConfigMap as every reconcile does, for `fluxdeployer render`:
-// the error names every bad key and starts with the reason the ArtifactDeployments would carry.
+// the error names every bad key and starts with the reason of the worst (see parseConfig).
 func ValidateConfig(data map[string]string) error {
 	if _, err := parseConfig(data); err != nil {
 		return withReason(err)
@@ -134,18 +130,81 @@ func ValidateConfig(data map[string]string) error {
 	return nil
 }
 
-// parseConfig reads the ConfigMap's data. A failure is terminal, naming every bad key: InvalidConfiguration for a
-// value that does not parse, else UnknownConfigurationKey for a key the deployer does not read (a typo such as
+// ConfigProblem is one bad key of the deployer's ConfigMap.
+type ConfigProblem struct {
+	Key string
+	// Reason is InvalidConfiguration for a value that does not parse, UnknownConfigurationKey for a key the
+	// deployer does not read.
+	Reason string
+	// Message says what is wrong: the parse error, or for an unknown key the known key it most likely meant.
+	Message string
+}
+
+func (p ConfigProblem) String() string { return p.Key + ": " + p.Message }
+
+// CheckConfig lists the problems of the ConfigMap's data, in key order, for `fluxdeployer check`.
+func CheckConfig(data map[string]string) []ConfigProblem {
+	_, problems := readConfig(data)
+	return problems
+}
+
+// ConfigKeys are the keys the deployer reads, sorted.
+func ConfigKeys() []string {
+	_, _, known := readConfigKeys(nil)
+	return known
+}
+
+// ServiceAccountFor is the ServiceAccount the data's configuration has the Flux objects of namespace run as ("" for
+// none), or an error when the data does not parse.
+func ServiceAccountFor(data map[string]string, namespace string) (string, error) {
+	c, err := parseConfig(data)
+	if err != nil {
+		return "", withReason(err)
+	}
+	return c.serviceAccountFor(namespace), nil
+}
+
+// parseConfig reads the ConfigMap's data strictly, for what previews it (render): any problem is an error naming
+// every bad key, InvalidConfiguration when a value does not parse, else UnknownConfigurationKey (a typo such as
 // "intervall" would otherwise leave the setting it meant at its default, silently).
 func parseConfig(data map[string]string) (config, error) {
+	c, problems := readConfig(data)
+	if len(problems) == 0 {
+		return c, nil
+	}
+	return c, outcome.Stallingf(worstReason(problems), "%s", joinProblems(problems))
+}
+
+// invalid tells whether a value of the ConfigMap does not parse: its configuration cannot be used.
+func invalid(problems []ConfigProblem) bool {
+	return slices.ContainsFunc(problems, func(p ConfigProblem) bool { return p.Reason == konfidencev1.InvalidConfigurationReason })
+}
+
+func joinProblems(problems []ConfigProblem) string {
+	msgs := make([]string, len(problems))
+	for i, p := range problems {
+		msgs[i] = p.String()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// readConfig reads the ConfigMap's data: the configuration of every key that parses, and the problems of those that
+// do not or are unknown.
+func readConfig(data map[string]string) (config, []ConfigProblem) {
+	c, problems, _ := readConfigKeys(data)
+	return c, problems
+}
+
+// readConfigKeys is readConfig, and also returns the keys it knows.
+func readConfigKeys(data map[string]string) (config, []ConfigProblem, []string) {
 	c := defaultConfig()
-	var errs []error
-	known := map[string]bool{}
+	var problems []ConfigProblem
+	var known []string
 	field := func(key string, parse func(string) error) {
-		known[key] = true
+		known = append(known, key)
 		if v, ok := data[key]; ok {
 			if err := parse(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", key, err))
+				problems = append(problems, ConfigProblem{Key: key, Reason: konfidencev1.InvalidConfigurationReason, Message: err.Error()})
 			}
 		}
 	}
@@ -184,33 +243,40 @@ func parseConfig(data map[string]string) (config, error) {
 		c.helmSource = v
 		return nil
 	})
-	field(serviceAccountNameKey, func(v string) error {
-		if msgs := validation.IsDNS1123Subdomain(v); len(msgs) > 0 {
-			return fmt.Errorf("%q is no ServiceAccount name: %s", v, strings.Join(msgs, "; "))
+	field(serviceAccountNameKey, func(v string) (err error) { c.serviceAccountName, err = serviceAccountName(v); return err })
+	field(serviceAccountNamesKey, func(v string) error {
+		if err := yaml.UnmarshalStrict([]byte(v), &c.serviceAccountNames); err != nil {
+			return err
 		}
-		c.serviceAccountName = v
+		for _, ns := range slices.Sorted(maps.Keys(c.serviceAccountNames)) {
+			if _, err := serviceAccountName(c.serviceAccountNames[ns]); err != nil {
+				return fmt.Errorf("namespace %s: %w", ns, err)
+			}
+		}
 		return nil
 	})
 	field(createNamespaceKey, func(v string) (err error) { c.createNamespace, err = strconv.ParseBool(v); return err })
-	if len(errs) > 0 {
-		errs = append(errs, unknownKeys(data, known)...)
-		return c, outcome.Stallingf(konfidencev1.InvalidConfigurationReason, "%w", errors.Join(errs...))
+	slices.Sort(known)
+	for _, key := range slices.Sorted(maps.Keys(data)) {
+		if _, ok := slices.BinarySearch(known, key); ok {
+			continue
+		}
+		msg := "unknown key"
+		if meant, ok := suggest.Closest(key, known); ok {
+			msg += "; did you mean " + meant + "?"
+		}
+		problems = append(problems, ConfigProblem{Key: key, Reason: konfidencev1.UnknownConfigurationKeyReason, Message: msg})
 	}
-	if unknown := unknownKeys(data, known); len(unknown) > 0 {
-		return c, outcome.Stallingf(konfidencev1.UnknownConfigurationKeyReason, "%w", errors.Join(unknown...))
-	}
-	return c, nil
+	slices.SortStableFunc(problems, func(a, b ConfigProblem) int { return strings.Compare(a.Key, b.Key) })
+	return c, problems, known
 }
 
-// unknownKeys names each key of data the deployer does not read, in order, with the keys it does read.
-func unknownKeys(data map[string]string, known map[string]bool) []error {
-	var errs []error
-	for _, key := range slices.Sorted(maps.Keys(data)) {
-		if !known[key] {
-			errs = append(errs, fmt.Errorf("%s: unknown key (known: %s)", key, strings.Join(slices.Sorted(maps.Keys(known)), ", ")))
-		}
+// serviceAccountName checks a ServiceAccount name.
+func serviceAccountName(v string) (string, error) {
+	if msgs := validation.IsDNS1123Subdomain(v); len(msgs) > 0 {
+		return "", fmt.Errorf("%q is no ServiceAccount name: %s", v, strings.Join(msgs, "; "))
 	}
-	return errs
+	return v, nil
 }
 
 // positiveDuration parses a duration of at least a second: Flux's duration fields accept no smaller unit than ms,

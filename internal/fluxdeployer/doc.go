@@ -6,12 +6,13 @@
 //
 //   - reconciler.go: Reconcile and reconcile, the steps in order, and report, the status steps;
 //   - statusonly.go: statusOnly, when only the Flux objects' status can have changed since the last full reconcile;
-//   - config.go: loadConfig, the ConfigMap;
+//   - configsource.go and config.go: load, the configuration from the ConfigMap, the last good one kept;
 //   - desired.go: desiredObjects, the Flux objects from the ArtifactDeployment and the configuration, built by
 //     select.go (the resource), access.go (where it is pulled from), target.go and secrets.go (where it goes, with
 //     which Secrets), helm.go, kustomize.go and objects.go (the objects);
 //   - remote.go: checkTarget, whether a remote target is allowed;
 //   - claims.go: checkClaim, whether the workload names are this ArtifactDeployment's to use;
+//   - serviceaccount.go: checkServiceAccount, whether the account the Flux objects run as exists;
 //   - crds.go: require, whether the Flux kinds are installed;
 //   - apply.go: apply, the server-side apply of each object;
 //   - passon.go: passOn, suspend and reconcile requests handed on to the objects;

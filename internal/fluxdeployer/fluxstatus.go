@@ -26,12 +26,16 @@ type fluxView struct {
 // condition it mirrors), a copy of status, reason and message otherwise. The library has no generation check, so
 // it is made here first (see current): a condition written for an older generation of the Flux object says nothing
 // about the current spec, and reads as Unknown like a missing object or condition, where SetMirror would copy it as
-// current.
+// current. A target that is True stays True while the Flux object, done with its current generation, reconciles
+// again (its condition Unknown, "reconciliation in progress"): a routine reconcile at Flux's interval is no change
+// of health, and reporting it as one would flip every healthy VectorDeployment to not Ready each interval.
 func (v fluxView) mirror(ad *konfidencev1.ArtifactDeployment, target, t string) {
 	waiting := func(format string, args ...any) {
 		conditions.MarkUnknown(ad, target, meta.ProgressingReason, format, args...)
 	}
 	switch {
+	case v.reconcilesAgain(t) && conditions.IsTrue(ad, target):
+		// Kept as it is.
 	case v.obj == nil:
 		waiting("waiting for %s %s to be created", v.kind.gvk.Kind, v.key)
 	case !v.current(conditions.Get(v.obj, t)):
@@ -44,6 +48,12 @@ func (v fluxView) mirror(ad *konfidencev1.ArtifactDeployment, target, t string) 
 		c := conditions.Get(v.obj, t)
 		setCondition(ad, target, metav1.Condition{Status: c.Status, Reason: c.Reason, Message: c.Message})
 	}
+}
+
+// reconcilesAgain tells whether the object's condition t is Unknown while its status is that of its current
+// generation: a reconcile of a spec it has reconciled before.
+func (v fluxView) reconcilesAgain(t string) bool {
+	return v.obj != nil && conditions.IsUnknown(v.obj, t) && v.kind.observedGeneration(v.obj) == v.obj.GetGeneration()
 }
 
 // current tells whether a condition of the object speaks of its current spec: the status was written for this
@@ -120,6 +130,11 @@ func (r *Reconciler) observeFlux(ctx context.Context, ad *konfidencev1.ArtifactD
 
 	source.mirror(ad, konfidencev1.ArtifactFetchedCondition, meta.ReadyCondition)
 	deployment.mirror(ad, konfidencev1.ArtifactDeployedCondition, meta.ReadyCondition)
+	if ready := conditions.Get(deployment.obj, meta.ReadyCondition); ready != nil && deployment.current(ready) && deployment.kind.waitsForSource(ready) {
+		// Progress, and so no Warning event: whether the fetch fails is ArtifactFetched's to say.
+		conditions.MarkUnknown(ad, konfidencev1.ArtifactDeployedCondition, meta.ProgressingReason,
+			"%s %s waits for its source: %s", deployment.kind.gvk.Kind, deployment.key, ready.Message)
+	}
 	if conditions.IsTrue(ad, konfidencev1.ArtifactDeployedCondition) && !conditions.Has(deployment.obj, deployment.kind.healthy) {
 		conditions.MarkTrue(ad, konfidencev1.AppHealthyCondition, meta.SucceededReason, "applied without health checks (wait is disabled)")
 	} else {

@@ -156,6 +156,9 @@ func TestGoldenFluxObjects(t *testing.T) {
 				h.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 					Data: map[string][]byte{key: []byte(remoteExampleKubeconfig)}})
 			}
+			if name := tc.config[serviceAccountNameKey]; name != "" {
+				h.create(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}})
+			}
 			h.configMap(t, ns, tc.config)
 			r, recorder := h.direct(ns)
 			r.remote.AllowedTargetHosts = []string{"remote.example.com"}
@@ -208,7 +211,7 @@ func (h *harness) assertReconcileOnlyReads(t *testing.T, r *Reconciler, ad *konf
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.client, r.apiReader, r.configReader, r.serviceReader = c, c, c, c
+	r.client, r.apiReader, r.config.reader, r.serviceReader = c, c, c, c
 	if _, err := h.reconcile(t, r, ad); err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func helmRelease(ad *konfidencev1.ArtifactDeployment, refs references, cfg confi
 			TargetNamespace:    refs.target.namespace,
 			StorageNamespace:   refs.target.namespace,
 			KubeConfig:         refs.target.kubeConfig,
-			ServiceAccountName: cfg.serviceAccountName,
+			ServiceAccountName: cfg.serviceAccountFor(ad.Namespace),
 			CommonMetadata:     &helmv2.CommonMetadata{Labels: workloadLabels(ad)},
 			DriftDetection:     &helmv2.DriftDetection{Mode: cfg.driftDetection},
 			Install: &helmv2.Install{

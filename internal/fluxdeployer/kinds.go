@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -49,6 +51,10 @@ type fluxKind struct {
 	ownedUnset []string
 	// healthy is the condition a deployment kind reports its workloads' health in; "" for a source.
 	healthy string
+	// waitsForSource tells whether a deployment kind's Ready condition says only that its source has no artifact
+	// yet: progress on every fresh install, not a failure (a failing fetch is the source's own Ready); nil for a
+	// source.
+	waitsForSource func(ready *metav1.Condition) bool
 	// workload records, for the printer columns, what a deployment kind deploys under; nil for a source.
 	workload func(*konfidencev1.ArtifactDeployment, fluxObject)
 	// statusFrom is set for a source without a status of its own: it names the object that reports the fetch.
@@ -78,6 +84,10 @@ var fluxKindTable = []*fluxKind{
 			"chartRef.namespace", "commonMetadata.annotations", "kubeConfig", "serviceAccountName",
 		},
 		healthy: helmv2.ReleasedCondition,
+		// helm-controller's reason while the chart's source is not ready (it has no constant in the API).
+		waitsForSource: func(c *metav1.Condition) bool {
+			return c.Status == metav1.ConditionFalse && c.Reason == "SourceNotReady"
+		},
 		workload: func(ad *konfidencev1.ArtifactDeployment, o fluxObject) {
 			ad.Status.FluxKind, ad.Status.ReleaseName = helmv2.HelmReleaseKind, o.(*helmv2.HelmRelease).Spec.ReleaseName
 		},
@@ -99,6 +109,12 @@ var fluxKindTable = []*fluxKind{
 			"commonMetadata.annotations", "kubeConfig", "serviceAccountName",
 		},
 		healthy: meta.HealthyCondition,
+		// kustomize-controller's words for a source without an artifact ("Source artifact not found, retrying …",
+		// "Source is not ready, artifact not found"), under a reason it also gives real fetch failures.
+		waitsForSource: func(c *metav1.Condition) bool {
+			return c.Status == metav1.ConditionFalse && c.Reason == meta.ArtifactFailedReason &&
+				strings.Contains(strings.ToLower(c.Message), "artifact not found")
+		},
 		workload: func(ad *konfidencev1.ArtifactDeployment, o fluxObject) {
 			ad.Status.FluxKind, ad.Status.NameSuffix = kustomizev1.KustomizationKind, o.(*kustomizev1.Kustomization).Spec.NameSuffix
 		},

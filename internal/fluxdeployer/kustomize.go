@@ -38,7 +38,7 @@ func buildKustomize(ad *konfidencev1.ArtifactDeployment, a artifact, refs refere
 			TargetNamespace: refs.target.namespace,
 			KubeConfig:      refs.target.kubeConfig,
 			// Applied with this account's rights, not kustomize-controller's.
-			ServiceAccountName: cfg.serviceAccountName,
+			ServiceAccountName: cfg.serviceAccountFor(ad.Namespace),
 			NameSuffix:         suffix,
 			CommonMetadata:     &kustomizev1.CommonMetadata{Labels: workloadLabels(ad)},
 		},

@@ -24,13 +24,12 @@ type Reconciler struct {
 	client        client.Client // reads from the manager's cache
 	apiReader     client.Reader // reads from the API server, for what the cache cannot answer
 	secrets       *secretPresence
-	configReader  client.Reader // holds only the configuration ConfigMap
+	config        *configSource
 	serviceReader client.Reader // holds only Services labelled with an ArtifactDeployment
 	claims        client.Reader // ArtifactDeployments of every shard, indexed by workloadNameIndex (see trimToClaim)
 	scheme        *runtime.Scheme
 	recorder      kuberecorder.EventRecorder
 	metrics       operating.ReconcileMetrics
-	configKey     types.NamespacedName
 	kinds         *fluxKinds    // the Flux kinds the API server serves; nil: all
 	remote        RemoteOptions // bounds remote calls and each reconcile
 	applied       lastApplies   // what each ArtifactDeployment's last full reconcile applied
@@ -99,7 +98,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	// until this one succeeds, so that a failure leaves no record for statusOnly.
 	previous, _ := r.applied.get(client.ObjectKeyFromObject(ad))
 	r.applied.forget(client.ObjectKeyFromObject(ad))
-	cfg, err := loadConfig(ctx, r.configReader, r.configKey)
+	cfg, err := r.config.load(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -126,6 +125,9 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 			return ctrl.Result{}, suspendErr
 		}
 		return ctrl.Result{}, err
+	}
+	if err := r.checkServiceAccount(ctx, ad, cfg, refs.target); err != nil {
+		return ctrl.Result{RequeueAfter: serviceAccountRecheck}, err
 	}
 	if err := r.kinds.require(objects); err != nil {
 		return ctrl.Result{}, err

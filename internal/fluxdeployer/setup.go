@@ -69,7 +69,7 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 
 // What the Flux deployer reads and writes; docs/security.md gives the reason for each rule. Watched kinds are
 // read from the cache only (no get), but for the Flux objects it applies, which the cache holds without their
-// spec: one is got when its generation says another writer changed it, or after a start (see apply). Secrets only got by name (a list or watch would be every Secret of the
+// spec: one is got when its generation says another writer changed it, or after a start (see apply). Secrets and ServiceAccounts only got by name (a list or watch would be every one of the
 // cluster), ConfigMaps only in the operator's namespace. Flux objects are written by server-side apply and merge
 // patches only; apply creates them, and setting their owner reference needs delete on them
 // (OwnerReferencesPermissionEnforcement).
@@ -82,6 +82,7 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 // +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=list;watch,namespace=fluxdeployer-system
 
 func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler, error) {
@@ -107,13 +108,12 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		client:        mgr.GetClient(),
 		apiReader:     mgr.GetAPIReader(),
 		secrets:       newSecretPresence(mgr.GetAPIReader()),
-		configReader:  narrow,
+		config:        &configSource{reader: narrow, key: types.NamespacedName{Namespace: o.ConfigNamespace, Name: o.ConfigName}, recorder: recorder},
 		serviceReader: narrow,
 		claims:        claims,
 		scheme:        mgr.GetScheme(),
 		recorder:      recorder,
 		metrics:       shared.DurationMetrics(mgr, "ArtifactDeployment"),
-		configKey:     types.NamespacedName{Namespace: o.ConfigNamespace, Name: o.ConfigName},
 		kinds:         &fluxKinds{},
 		remote:        o.Remote,
 	}

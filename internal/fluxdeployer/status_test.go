@@ -1,6 +1,7 @@
 package fluxdeployer
 
 import (
+	"strings"
 	"testing"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -193,4 +194,100 @@ func conditionOf(ad *konfidencev1.ArtifactDeployment, t string) *metav1.Conditio
 		}
 	}
 	return nil
+}
+
+// TestFluxProgressIsNoFailure: what Flux reports on every healthy install or at every interval is progress, not a
+// failure: no Warning event, and a Ready ArtifactDeployment stays Ready.
+//   - A deployment whose source has no artifact yet (helm-controller's SourceNotReady, kustomize-controller's
+//     "Source artifact not found") is on its way: ArtifactDeployed Unknown, Progressing.
+//   - A deployment reconciling a spec it has reconciled before (Ready Unknown "Reconciliation in progress" at
+//     Flux's interval, the same generation) leaves the ArtifactDeployment Ready.
+func TestFluxProgressIsNoFailure(t *testing.T) {
+	h := testHarness(t)
+	for _, tc := range []struct {
+		kind, manifestType string
+		resource           konfidencev1.Resource
+		// source is the object that reports the fetch, created by the test where Flux would create it.
+		source     func(ns, name string) testenv.FluxObject
+		deployment testenv.FluxObject
+		released   string
+		waiting    metav1.Condition
+	}{
+		{
+			kind: "helm", manifestType: HelmManifestType,
+			resource: resource("chart", "helmChart", ociAccess("ociArtifact", "registry.example.com/charts/frontend:1.2.3")),
+			source: func(ns, name string) testenv.FluxObject {
+				chart := &sourcev1.HelmChart{
+					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ns + "-" + name, Labels: map[string]string{helmNameLabel: name, helmNamespaceLabel: ns}},
+					Spec: sourcev1.HelmChartSpec{Chart: "frontend", Version: "1.2.3", Interval: metav1.Duration{Duration: 10 * 60e9},
+						SourceRef: sourcev1.LocalHelmChartSourceReference{Kind: sourcev1.HelmRepositoryKind, Name: name}},
+				}
+				h.create(t, chart)
+				return chart
+			},
+			deployment: &helmv2.HelmRelease{}, released: helmv2.ReleasedCondition,
+			waiting: cond(meta.ReadyCondition, False, "SourceNotReady", "HelmChart 'ns/chart' is not ready: latest generation of object has not been reconciled"),
+		},
+		{
+			kind: "kustomize", manifestType: KustomizeManifestType,
+			resource: resource("bundle", "kustomize", ociAccess("ociArtifact", "registry.example.com/bundles/backend:1.2.3")),
+			source: func(ns, name string) testenv.FluxObject {
+				return &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			},
+			deployment: &kustomizev1.Kustomization{}, released: meta.HealthyCondition,
+			waiting: cond(meta.ReadyCondition, False, meta.ArtifactFailedReason, "Source artifact not found, retrying in 30s"),
+		},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			ns := "progress-" + tc.kind
+			h.namespace(t, ns)
+			h.configMap(t, ns, nil)
+			r, recorder := h.direct(ns)
+			ad := artifactDeployment(ns, "app-1-2-3-e1mvwibzp5", tc.manifestType, tc.resource)
+			h.create(t, ad)
+			if _, err := h.reconcile(t, r, ad); err != nil {
+				t.Fatal(err)
+			}
+			source := tc.source(ns, ad.Name)
+			deployment := tc.deployment
+			deployment.SetNamespace(ns)
+			deployment.SetName(ad.Name)
+			reconcile := func() *konfidencev1.ArtifactDeployment {
+				t.Helper()
+				got, err := h.reconcile(t, r, ad)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return got
+			}
+
+			testenv.SetFluxStatus(t, h.env.Client, deployment, tc.waiting)
+			got := reconcile()
+			assertCondition(t, got, konfidencev1.ArtifactDeployedCondition, Unknown, meta.ProgressingReason)
+			assertNoWarning(t, drainEvents(recorder))
+
+			testenv.SetFluxStatus(t, h.env.Client, source, cond(meta.ReadyCondition, True, meta.SucceededReason, "stored artifact"))
+			testenv.SetFluxStatus(t, h.env.Client, deployment,
+				cond(meta.ReadyCondition, True, meta.ReconciliationSucceededReason, "Applied revision: 1.2.3"),
+				cond(tc.released, True, meta.SucceededReason, "Health check passed"))
+			assertCondition(t, reconcile(), meta.ReadyCondition, True, meta.SucceededReason)
+
+			testenv.SetFluxStatus(t, h.env.Client, deployment,
+				cond(meta.ReadyCondition, Unknown, meta.ProgressingReason, "Reconciliation in progress"),
+				cond(tc.released, Unknown, meta.ProgressingReason, "Running health checks"))
+			got = reconcile()
+			assertCondition(t, got, meta.ReadyCondition, True, meta.SucceededReason)
+			assertCondition(t, got, konfidencev1.ArtifactDeployedCondition, True, meta.ReconciliationSucceededReason)
+			assertNoWarning(t, drainEvents(recorder))
+		})
+	}
+}
+
+func assertNoWarning(t *testing.T, events []string) {
+	t.Helper()
+	for _, e := range events {
+		if strings.HasPrefix(e, corev1.EventTypeWarning+" ") {
+			t.Errorf("a Warning event for progress: %s", e)
+		}
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -114,8 +113,7 @@ func (r *Reconciler) statusOnly(ctx context.Context, ad *konfidencev1.ArtifactDe
 			return lastApply{}, nil, false
 		}
 	}
-	cm, err := readConfigMap(ctx, r.configReader, r.configKey)
-	if err != nil || configVersion(cm) != last.configVersion {
+	if version, err := r.config.version(ctx); err != nil || version != last.configVersion {
 		return lastApply{}, nil, false
 	}
 	applied := make([]fluxObject, len(last.objects))
@@ -127,13 +125,6 @@ func (r *Reconciler) statusOnly(ctx context.Context, ad *konfidencev1.ArtifactDe
 		applied[i] = obj
 	}
 	return last, applied, true
-}
-
-func configVersion(cm *corev1.ConfigMap) string {
-	if cm == nil {
-		return ""
-	}
-	return cm.ResourceVersion
 }
 
 // decidedDigest covers what the deployer decides of a Flux object: its spec, by the generation, which the API

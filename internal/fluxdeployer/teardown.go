@@ -191,7 +191,7 @@ func minTime(a, b time.Time) time.Time {
 // teardownTimeout is the configured bound; an unreadable configuration must not keep a deletion waiting, so the
 // default applies then.
 func (r *Reconciler) teardownTimeout(ctx context.Context) time.Duration {
-	cfg, err := loadConfig(ctx, r.configReader, r.configKey)
+	cfg, err := r.config.load(ctx)
 	if err != nil {
 		return defaultConfig().teardownTimeout
 	}

@@ -307,6 +307,32 @@ func TestChartRefusesConflictingValues(t *testing.T) {
 	}
 }
 
+// TestChartRefusesUnknownValues: values.schema.json makes Helm refuse a value the chart does not read, a typo
+// among them, rather than install without it.
+func TestChartRefusesUnknownValues(t *testing.T) {
+	for name, values := range map[string]map[string]any{
+		"a misspelt top-level value":       {"replica": 2},
+		"a misspelt ConfigMap key":         {"fluxDeployerConfig": map[string]any{"intervall": "5m"}},
+		"a ConfigMap value of no meaning":  {"fluxDeployerConfig": map[string]any{"helmSource": "git"}},
+		"a misspelt key of a nested value": {"image": map[string]any{"tags": "v1"}},
+	} {
+		if _, err := renderErr(values); err == nil || !strings.Contains(err.Error(), "schema") {
+			t.Errorf("%s: %v, want the schema's refusal", name, err)
+		}
+	}
+	if _, err := renderErr(map[string]any{"fluxDeployerConfig": map[string]any{"interval": "5m", "serviceAccountNames": map[string]any{"team-a": "deployer"}}}); err != nil {
+		t.Errorf("known ConfigMap keys refused: %v", err)
+	}
+}
+
+// TestChartRefusesOldKubernetes: the chart's kubeVersion constraint makes Helm refuse a Kubernetes older than the
+// operator supports (1.29, for the CRDs' validation rules).
+func TestChartRefusesOldKubernetes(t *testing.T) {
+	if _, err := renderAt("v1.28.9", nil); err == nil || !strings.Contains(err.Error(), "kubeVersion") {
+		t.Errorf("Kubernetes 1.28: %v, want a refusal naming kubeVersion", err)
+	}
+}
+
 // TestChartLints: helm lint (strict: warnings fail too) passes with the default values and with every optional
 // object rendered.
 func TestChartLints(t *testing.T) {
@@ -338,14 +364,20 @@ func render(t *testing.T, values map[string]any) []*unstructured.Unstructured {
 }
 
 func renderErr(values map[string]any) ([]*unstructured.Unstructured, error) {
+	return renderAt(kubeVersion, values)
+}
+
+// renderAt renders the chart for a cluster of Kubernetes version version.
+func renderAt(version string, values map[string]any) ([]*unstructured.Unstructured, error) {
 	chart, err := loader.Load(chartDir)
 	if err != nil {
 		return nil, err
 	}
 	install := action.NewInstall(&action.Configuration{})
 	install.DryRunStrategy = action.DryRunClient
-	// The version the tests' kube-apiserver runs, for the templates' .Capabilities (Helm assumes 1.20 otherwise).
-	if install.KubeVersion, err = common.ParseKubeVersion(kubeVersion); err != nil {
+	// The version the tests' kube-apiserver runs, for the templates' .Capabilities (Helm assumes 1.20 otherwise)
+	// and the chart's kubeVersion constraint.
+	if install.KubeVersion, err = common.ParseKubeVersion(version); err != nil {
 		return nil, err
 	}
 	install.ReleaseName, install.Namespace, install.Replace = releaseName, namespace, true

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"maps"
 	"os"
-	"slices"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"

@@ -37,4 +37,3 @@ func (r *Reconciler) checkServiceAccount(ctx context.Context, ad *konfidencev1.A
 	}
 	return nil
 }
-

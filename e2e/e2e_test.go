@@ -63,6 +63,7 @@ func TestVectorDeploysThroughFlux(t *testing.T) {
     └── Kustomization/%[1]s  Ready=True ReconciliationSucceeded
         └── ConfigMap/%[2]s
 `, name, cmName))
+	assertNoWarnings(t, ns)
 }
 
 // pushConfigVector publishes, in a registry of its own, the vector acme.org/vectors/shop:1.0.0 with one artifact

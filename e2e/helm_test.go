@@ -100,6 +100,9 @@ func TestHelmPaths(t *testing.T) {
 			waitReady(t, time.Minute, vd)
 			ad := &konfidencev1.ArtifactDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 			waitReady(t, time.Minute, ad)
+			// The chart carries a kubeVersion constraint, as most public charts do: helm-controller installed it
+			// against the control plane's reported version.
+			assertNoWarnings(t, ns)
 			for _, c := range []string{konfidencev1.ArtifactFetchedCondition, konfidencev1.ArtifactDeployedCondition, konfidencev1.AppHealthyCondition} {
 				if !conditions.IsTrue(ad, c) {
 					t.Errorf("ArtifactDeployment condition %s: %+v", c, conditions.Get(ad, c))

@@ -285,6 +285,21 @@ func assertEvent(t *testing.T, ns, kind, name, eventType, reason string) {
 	})
 }
 
+// assertNoWarnings fails on any Warning event of the konfidence kinds in ns: a healthy install, however long Flux
+// takes to fetch and apply, is progress, and a Warning would page whoever alerts on them.
+func assertNoWarnings(t *testing.T, ns string) {
+	t.Helper()
+	list := &corev1.EventList{}
+	if err := env.Client.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.Type == corev1.EventTypeWarning && e.InvolvedObject.APIVersion == konfidencev1.GroupVersion.String() {
+			t.Errorf("a Warning event on a healthy install: %s %s: %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+}
+
 // TestStageFollowsSemver: a Stage on a range moves on its own to a newer version in it, ignores one out of it, and
 // with verification on skips a newer version that is not signed, with a Warning event naming it.
 func TestStageFollowsSemver(t *testing.T) {

@@ -26,7 +26,8 @@ const chartRelease = "fluxdeployer-helm"
 // (restricted): both Deployments are Available through the kubelet's probes, the chart's pod holds the Lease of its
 // namespace, and its metrics answer through its Service. The chart's instance watches only its own namespace
 // (--watch-all-namespaces=false, bound by a RoleBinding there), so the two never reconcile the same objects, and
-// the CRDs are the installed ones (crds.install=false). helm uninstall removes the release.
+// the CRDs are the installed ones (crds.install=false). helm uninstall removes the release. The chart's kubeVersion
+// constraint is checked by helm against the version the node's API server reports.
 func TestNodeOperatorFromTheChart(t *testing.T) {
 	requireNode(t)
 	ctx := context.Background()

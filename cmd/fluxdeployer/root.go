@@ -18,7 +18,7 @@ func newRootCommand() *cobra.Command {
 	}
 	root.AddCommand(newRunCommand(), newNameCommand(), newVectorCommand(), newVersionCommand(), newTreeCommand(), newRenderCommand(),
 		newReconcileCommand(), newSuspendCommand(), newResumeCommand(), newWaitCommand(), newDiffCommand(),
-		newHistoryCommand(), newRollbackCommand(), newUICommand())
+		newHistoryCommand(), newRollbackCommand(), newUICommand(), newGetCommand(), newEventsCommand(), newTraceCommand())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	classifyErrors(root)
 	return root

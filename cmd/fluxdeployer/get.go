@@ -83,7 +83,7 @@ func newGetCommand() *cobra.Command {
 // getKind checks get's arguments, KIND [NAME], and returns the kind: a VectorDeployment or an ArtifactDeployment.
 func getKind(args []string) (objectKind, error) {
 	if len(args) == 0 || len(args) > 2 {
-		return objectKind{}, usageErrorf("want KIND [NAME], KIND vd or ad")
+		return objectKind{}, usageErrorf("want vd [NAME] or ad [NAME]")
 	}
 	k, err := parseKind(args[0])
 	if err != nil {

@@ -45,8 +45,8 @@ func newTraceCommand() *cobra.Command {
 		Use:   "trace KIND/NAME [-n NAMESPACE]",
 		Short: "Show which Flux object, ArtifactDeployment and VectorDeployment a workload comes from, like `flux trace`",
 		Long: "Reads the object KIND/NAME (any kind the API server serves, by kubectl's names: deployment/web, svc/web,\n" +
-			"configmap/x; or KIND NAME) and follows it up: the Flux object that applied it (a HelmRelease, from helm-\n" +
-			"controller's helm.toolkit.fluxcd.io/name and /namespace labels or Helm's meta.helm.sh/release-name and\n" +
+			"configmap/x; or KIND NAME) and follows it up: the Flux object that applied it (a HelmRelease, from\n" +
+			"helm-controller's helm.toolkit.fluxcd.io/name and /namespace labels or Helm's meta.helm.sh/release-name and\n" +
 			"release-namespace annotations; a Kustomization, from kustomize.toolkit.fluxcd.io/name and /namespace), its\n" +
 			"source, the ArtifactDeployment that controls it (its owner reference), the VectorDeployments that own that,\n" +
 			"with the vector each deploys and its digest, and the Stage that controls a VectorDeployment. Each step prints\n" +

@@ -18,7 +18,8 @@ func newRootCommand() *cobra.Command {
 	}
 	root.AddCommand(newRunCommand(), newNameCommand(), newVectorCommand(), newVersionCommand(), newTreeCommand(), newRenderCommand(),
 		newReconcileCommand(), newSuspendCommand(), newResumeCommand(), newWaitCommand(), newDiffCommand(),
-		newHistoryCommand(), newRollbackCommand(), newUICommand(), newCheckCommand())
+		newHistoryCommand(), newRollbackCommand(), newUICommand(), newCheckCommand(), newGetCommand(), newEventsCommand(),
+		newTraceCommand())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	classifyErrors(root)
 	return root

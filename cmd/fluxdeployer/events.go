@@ -116,7 +116,7 @@ func (c *cluster) events(ctx context.Context, k objectKind, name string) ([]core
 			events = append(events, list.Items[i])
 		}
 	}
-	slices.SortStableFunc(events, func(a, b corev1.Event) int { return cmp.Compare(lastSeen(&a).UnixNano(), lastSeen(&b).UnixNano()) })
+	slices.SortStableFunc(events, func(a, b corev1.Event) int { return cmp.Compare(tree.LastSeen(&a).UnixNano(), tree.LastSeen(&b).UnixNano()) })
 	return events, nil
 }
 
@@ -155,19 +155,6 @@ func (c *cluster) involvedObjects(ctx context.Context, k objectKind, name string
 	return objects, nil
 }
 
-// lastSeen is when an event last happened, whichever of the fields its recorder filled.
-func lastSeen(e *corev1.Event) time.Time {
-	switch {
-	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
-		return e.Series.LastObservedTime.Time
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	}
-	return e.CreationTimestamp.Time
-}
-
 // printEvents writes the events as a table, LAST SEEN as how long before now, NAMESPACE first when namespaced;
 // no events, a note on errOut (as kubectl's "No resources found"), so that the output stays empty.
 func printEvents(out, errOut io.Writer, events []corev1.Event, namespaced bool, now time.Time) error {
@@ -183,7 +170,7 @@ func printEvents(out, errOut io.Writer, events []corev1.Event, namespaced bool, 
 	_, _ = fmt.Fprintln(w, header)
 	for i := range events {
 		e := &events[i]
-		line := fmt.Sprintf("%s\t%s\t%s\t%s/%s\t%s", duration.HumanDuration(now.Sub(lastSeen(e))), printable(e.Type),
+		line := fmt.Sprintf("%s\t%s\t%s\t%s/%s\t%s", duration.HumanDuration(now.Sub(tree.LastSeen(e))), printable(e.Type),
 			printable(e.Reason), e.InvolvedObject.Kind, e.InvolvedObject.Name, printable(e.Message))
 		if namespaced {
 			line = e.Namespace + "\t" + line

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,25 +48,13 @@ func (s *Server) events(ctx context.Context, namespace string, root *tree.Node) 
 			events = append(events, e)
 		}
 	}
-	slices.SortFunc(events, func(a, b *corev1.Event) int { return cmp.Compare(lastSeen(b).UnixNano(), lastSeen(a).UnixNano()) })
+	slices.SortFunc(events, func(a, b *corev1.Event) int { return cmp.Compare(tree.LastSeen(b).UnixNano(), tree.LastSeen(a).UnixNano()) })
 	rows := make([]eventRow, 0, min(len(events), maxEvents))
 	for _, e := range events[:min(len(events), maxEvents)] {
 		o := e.InvolvedObject
 		rows = append(rows, eventRow{Type: e.Type, Reason: e.Reason, Object: o.Kind + "/" + o.Name, Href: href(o.Kind, o.Namespace, o.Name),
-			Message: e.Message, Ago: s.ago(lastSeen(e)), Count: max(e.Count, 1), Warning: e.Type == corev1.EventTypeWarning})
+			Message: e.Message, Ago: s.ago(tree.LastSeen(e)), Count: max(e.Count, 1), Warning: e.Type == corev1.EventTypeWarning})
 	}
 	return rows, nil
 }
 
-// lastSeen is when an event last happened, whichever of the fields its recorder filled.
-func lastSeen(e *corev1.Event) time.Time {
-	switch {
-	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
-		return e.Series.LastObservedTime.Time
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	}
-	return e.CreationTimestamp.Time
-}

@@ -214,8 +214,8 @@ func (ck *checker) crd(ctx context.Context, v crdVersion) (*unstructured.Unstruc
 	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
 	var served []string
 	for _, raw := range versions {
-		version, _ := raw.(map[string]any)
-		if name, _ := version["name"].(string); version["served"] == true {
+		entry, _ := raw.(map[string]any)
+		if name, _ := entry["name"].(string); entry["served"] == true {
 			served = append(served, name)
 		}
 	}
@@ -234,13 +234,13 @@ func (ck *checker) operatorCRD(ctx context.Context, v crdVersion, object any) er
 	}
 	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
 	for _, raw := range versions {
-		version, _ := raw.(map[string]any)
-		if version["name"] != v.version {
+		entry, _ := raw.(map[string]any)
+		if entry["name"] != v.version {
 			continue
 		}
 		var missing []string
 		for _, part := range []string{"spec", "status"} {
-			props, _, _ := unstructured.NestedMap(version, "schema", "openAPIV3Schema", "properties", part, "properties")
+			props, _, _ := unstructured.NestedMap(entry, "schema", "openAPIV3Schema", "properties", part, "properties")
 			for _, field := range jsonFields(reflect.TypeOf(object), part) {
 				if _, ok := props[field]; !ok {
 					missing = append(missing, part+"."+field)
@@ -278,14 +278,15 @@ func (ck *checker) leader(ctx context.Context) error {
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("no leader election Lease %s: the operator never led", key)
 		}
-		return fmt.Errorf("Lease %s: %w", key, ck.explain(err))
+		return fmt.Errorf("reading the leader election Lease %s: %w", key, ck.explain(err))
 	}
 	s := lease.Spec
 	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.RenewTime == nil || s.LeaseDurationSeconds == nil {
-		return fmt.Errorf("Lease %s is held by no one", key)
+		return fmt.Errorf("the leader election Lease %s is held by no one", key)
 	}
 	if age := time.Since(s.RenewTime.Time); age > time.Duration(*s.LeaseDurationSeconds)*time.Second {
-		return fmt.Errorf("Lease %s: %s last renewed it %s ago, longer than its %ds: no operator leads", key, *s.HolderIdentity, age.Round(time.Second), *s.LeaseDurationSeconds)
+		return fmt.Errorf("the leader election Lease %s: %s last renewed it %s ago, longer than its %ds: no operator leads",
+			key, *s.HolderIdentity, age.Round(time.Second), *s.LeaseDurationSeconds)
 	}
 	return nil
 }

@@ -72,7 +72,7 @@ func TestCheck(t *testing.T) {
 			RenewTime: &metav1.MicroTime{Time: time.Now().Add(-time.Minute)}},
 	}
 	create(t, env.Client, lease)
-	expect([]string{"check"}, exitFailure, "✗ Lease fluxdeployer-system/fluxdeployer.konfidence.cloud: "+holder+" last renewed it 1m0s ago")
+	expect([]string{"check"}, exitFailure, "✗ the leader election Lease fluxdeployer-system/fluxdeployer.konfidence.cloud: "+holder+" last renewed it 1m0s ago")
 	lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
 	if err := env.Client.Update(ctx, lease); err != nil {
 		t.Fatal(err)

@@ -116,7 +116,9 @@ func (c *cluster) events(ctx context.Context, k objectKind, name string) ([]core
 			events = append(events, list.Items[i])
 		}
 	}
-	slices.SortStableFunc(events, func(a, b corev1.Event) int { return cmp.Compare(tree.LastSeen(&a).UnixNano(), tree.LastSeen(&b).UnixNano()) })
+	slices.SortStableFunc(events, func(a, b corev1.Event) int {
+		return cmp.Compare(tree.LastSeen(&a).UnixNano(), tree.LastSeen(&b).UnixNano())
+	})
 	return events, nil
 }
 

@@ -48,7 +48,9 @@ func (s *Server) events(ctx context.Context, namespace string, root *tree.Node) 
 			events = append(events, e)
 		}
 	}
-	slices.SortFunc(events, func(a, b *corev1.Event) int { return cmp.Compare(tree.LastSeen(b).UnixNano(), tree.LastSeen(a).UnixNano()) })
+	slices.SortFunc(events, func(a, b *corev1.Event) int {
+		return cmp.Compare(tree.LastSeen(b).UnixNano(), tree.LastSeen(a).UnixNano())
+	})
 	rows := make([]eventRow, 0, min(len(events), maxEvents))
 	for _, e := range events[:min(len(events), maxEvents)] {
 		o := e.InvolvedObject
@@ -57,4 +59,3 @@ func (s *Server) events(ctx context.Context, namespace string, root *tree.Node) 
 	}
 	return rows, nil
 }
-

@@ -147,10 +147,12 @@ func (s *operatorScenario) run(t *testing.T, ns string) {
 	bundle.Resources[1] = ocmtest.BundleResource("0.4.0", "registry.example.com/bundles/config:0.4.0")
 	reg.Push(t, "", chart, bundle, ocmtest.Vector("acme.org/vectors/shop", "1.0.0", chart, bundle), ocmtest.Vector("acme.org/vectors/shop", "2.0.0", chart))
 
-	// The deployer's configuration names a pull Secret, which exists in the namespace.
+	// The deployer's configuration names a pull Secret and the ServiceAccount the Flux objects run as, which
+	// exist in the namespace.
 	create(t, c,
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: controlplane.OperatorNamespace, Name: "flux-deployer-configuration"},
-			Data: map[string]string{"authenticationSecretRefs": "ghcr.io: pull-secret\n"}},
+			Data: map[string]string{"authenticationSecretRefs": "ghcr.io: pull-secret\n", "serviceAccountName": "flux-applier"}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "flux-applier"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pull-secret"}, Type: corev1.SecretTypeDockerConfigJson,
 			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}})
 	// Another artifact already holds the chart's name: the VectorDeployment salts it (a status write).

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
@@ -123,7 +124,7 @@ func (r *Reconciler) deleteFluxObjects(ctx context.Context, ad *konfidencev1.Art
 		}
 		if deleted := obj.GetDeletionTimestamp(); deleted != nil {
 			since = minTime(since, deleted.Time)
-			remaining = append(remaining, name)
+			remaining = append(remaining, name+underWay(obj))
 			continue
 		}
 		wasSuspended := suspended(obj)
@@ -137,7 +138,7 @@ func (r *Reconciler) deleteFluxObjects(ctx context.Context, ad *konfidencev1.Art
 		case wasSuspended:
 			kept = append(kept, name)
 		}
-		remaining = append(remaining, name)
+		remaining = append(remaining, name+underWay(obj))
 	}
 	if len(resumed) > 0 {
 		r.event(ad, corev1.EventTypeNormal, konfidencev1.TearingDownReason,
@@ -179,6 +180,25 @@ func suspendedOnPurpose(ad *konfidencev1.ArtifactDeployment) string {
 		return "their remote target is not allowed (--allowed-target-hosts), so Flux is not sent there"
 	}
 	return ""
+}
+
+// underWay says, for a deleted HelmRelease in the middle of a Helm action, that helm-controller finishes the
+// action before it uninstalls (an install of pods that never get ready runs to its timeout), so that a teardown's
+// status tells why it takes that long; "" otherwise.
+func underWay(obj fluxObject) string {
+	if _, ok := obj.(*helmv2.HelmRelease); !ok {
+		return ""
+	}
+	c := conditions.Get(obj, meta.ReconcilingCondition)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return ""
+	}
+	action, ok := strings.CutPrefix(c.Message, "Running '")
+	if !ok {
+		return ""
+	}
+	action, _, _ = strings.Cut(action, "'")
+	return fmt.Sprintf(" (its %s is under way: helm-controller uninstalls once it ends, at most after the release's timeout)", action)
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -107,6 +107,24 @@ func TestTeardown(t *testing.T) {
 		}
 	})
 
+	t.Run("says when an install under way delays the uninstall", func(t *testing.T) {
+		ad := deployed(t, "backend-1-2-3-e1mvwibzp5")
+		hr := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ad.Name}}
+		testenv.SetFluxStatus(t, h.env.Client, hr,
+			cond(meta.ReconcilingCondition, True, meta.ProgressingReason, "Running 'install' action with timeout of 5m0s"),
+			cond(meta.ReadyCondition, Unknown, meta.ProgressingReason, "Running 'install' action with timeout of 5m0s"))
+		deleteAndReconcile(t, ad)
+		got := &konfidencev1.ArtifactDeployment{}
+		h.get(t, ns, ad.Name, got)
+		if msg := conditionOf(got, meta.ReadyCondition).Message; !strings.Contains(msg, "its install is under way: helm-controller uninstalls once it ends") {
+			t.Errorf("Ready message %q does not say the install delays the teardown", msg)
+		}
+		uninstalled(t, ad.Name)
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ad)}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("gives up after teardownTimeout", func(t *testing.T) {
 		ad := deployed(t, "database-16-4-0-4739810ml3")
 		drainEvents(recorder)

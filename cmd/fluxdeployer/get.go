@@ -30,14 +30,14 @@ func newGetCommand() *cobra.Command {
 	var output *outputFormat
 	var watchChanges bool
 	cmd := &cobra.Command{
-		Use:   "get vd|ad [NAME] [-n NAMESPACE | -A] [--watch] [-o json|yaml]",
-		Short: "List VectorDeployments or ArtifactDeployments with their revision and Ready state, like `flux get`",
-		Long: "Prints a table of the VectorDeployments (vd) or ArtifactDeployments (ad) of the namespace (-A: of every\n" +
+		Use:   "get vd|ad|st [NAME] [-n NAMESPACE | -A] [--watch] [-o json|yaml]",
+		Short: "List VectorDeployments, ArtifactDeployments or Stages with their revision and Ready state, like `flux get`",
+		Long: "Prints a table of the VectorDeployments (vd), ArtifactDeployments (ad) or Stages (st) of the namespace (-A: of every\n" +
 			"namespace, NAMESPACE first), or of the one named NAME: NAME, REVISION, SUSPENDED, READY and MESSAGE, as\n" +
 			"`flux get` does for Flux's kinds. A VectorDeployment's REVISION is the digest of the vector its last reconcile\n" +
 			"read (status.vectorDigest); an ArtifactDeployment's is the revision its Flux object last handled (a\n" +
 			"HelmRelease's last attempted chart version, a Kustomization's last applied revision), empty until Flux reports\n" +
-			"one. READY is the Ready condition's status (Unknown without one), MESSAGE its message. --watch prints the table,\n" +
+			"one; a Stage's is the vector it last moved to (status.lastAppliedVector). READY is the Ready condition's status (Unknown without one), MESSAGE its message. --watch prints the table,\n" +
 			"then a row each time one of the objects changes, until interrupted. -o json or yaml prints the rows as objects.",
 		Args: func(_ *cobra.Command, args []string) error {
 			_, err := getKind(args)
@@ -83,14 +83,14 @@ func newGetCommand() *cobra.Command {
 // getKind checks get's arguments, KIND [NAME], and returns the kind: a VectorDeployment or an ArtifactDeployment.
 func getKind(args []string) (objectKind, error) {
 	if len(args) == 0 || len(args) > 2 {
-		return objectKind{}, usageErrorf("want vd [NAME] or ad [NAME]")
+		return objectKind{}, usageErrorf("want vd [NAME], ad [NAME] or st [NAME]")
 	}
 	k, err := parseKind(args[0])
 	if err != nil {
 		return k, err
 	}
-	if k.kind != vectorDeploymentKind.kind && k.kind != artifactDeploymentKind.kind {
-		return k, usageErrorf("get lists VectorDeployments (vd) or ArtifactDeployments (ad), not %q", args[0])
+	if k.kind != vectorDeploymentKind.kind && k.kind != artifactDeploymentKind.kind && k.kind != stageKind.kind {
+		return k, usageErrorf("get lists VectorDeployments (vd), ArtifactDeployments (ad) or Stages (st), not %q", args[0])
 	}
 	return k, nil
 }
@@ -143,11 +143,13 @@ func (c *cluster) getRows(ctx context.Context, k objectKind, name string) ([]get
 }
 
 // revisionOf is an object's REVISION: a VectorDeployment's vector digest, an ArtifactDeployment's Flux object's
-// revision out of revisions (by namespace/name of the ArtifactDeployment).
+// revision out of revisions (by namespace/name of the ArtifactDeployment), the vector a Stage last moved to.
 func revisionOf(obj client.Object, revisions map[client.ObjectKey]string) string {
 	switch o := obj.(type) {
 	case *konfidencev1.VectorDeployment:
 		return o.Status.VectorDigest
+	case *konfidencev1.Stage:
+		return o.Status.LastAppliedVector
 	case *konfidencev1.ArtifactDeployment:
 		return revisions[client.ObjectKeyFromObject(o)]
 	}

@@ -29,7 +29,7 @@ import (
 // cluster (exit 2).
 func TestFluxGestureUsage(t *testing.T) {
 	for _, args := range [][]string{
-		{"get"}, {"get", "st"}, {"get", "pod"}, {"get", "vd", "a", "b"}, {"get", "vd", "shop", "-A"}, {"get", "vd", "-o", "wide"},
+		{"get"}, {"get", "pod"}, {"get", "vd", "a", "b"}, {"get", "vd", "shop", "-A"}, {"get", "vd", "-o", "wide"},
 		{"events", "shop"}, {"events", "--for", "shop"}, {"events", "--for", "pod/x"}, {"events", "--for", "vd/"},
 		{"events", "--for", "vd/shop", "-A"},
 		{"trace"}, {"trace", "web"}, {"trace", "deployment/"}, {"trace", "a/b/c"}, {"trace", "deployment", "web", "x"},
@@ -69,6 +69,7 @@ func TestFluxGestures(t *testing.T) {
 	create(t, c, shop)
 	setStatus(t, c, landscape, func() {
 		landscape.Status.ActiveVectorDeployment = shop.Name
+		landscape.Status.LastAppliedVector = vector
 		landscape.Status.Conditions = []metav1.Condition{readyCondition(metav1.ConditionTrue, "Promoted", "runs shop")}
 	})
 	idle := &konfidencev1.VectorDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "idle"},
@@ -182,6 +183,13 @@ func TestFluxGestures(t *testing.T) {
 		assertRows(t, out, tableRows(t, out, "NAME", "REVISION", "SUSPENDED", "READY", "MESSAGE"), [][]string{
 			{config.Name, ksRevision, "False", "True", "applied"},
 			{frontend.Name, "1.2.3", "False", "False", cleanedText},
+		})
+	})
+
+	t.Run("get st: the vector the Stage moved to", func(t *testing.T) {
+		out := must("get", "st")
+		assertRows(t, out, tableRows(t, out, "NAME", "REVISION", "SUSPENDED", "READY", "MESSAGE"), [][]string{
+			{"landscape", vector, "False", "True", "runs shop"},
 		})
 	})
 

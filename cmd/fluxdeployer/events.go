@@ -172,8 +172,8 @@ func printEvents(out, errOut io.Writer, events []corev1.Event, namespaced bool, 
 	_, _ = fmt.Fprintln(w, header)
 	for i := range events {
 		e := &events[i]
-		line := fmt.Sprintf("%s\t%s\t%s\t%s/%s\t%s", duration.HumanDuration(now.Sub(tree.LastSeen(e))), printable(e.Type),
-			printable(e.Reason), e.InvolvedObject.Kind, e.InvolvedObject.Name, printable(e.Message))
+		line := fmt.Sprintf("%s\t%s\t%s\t%s/%s\t%s", duration.HumanDuration(now.Sub(tree.LastSeen(e))), tree.Printable(e.Type),
+			tree.Printable(e.Reason), e.InvolvedObject.Kind, e.InvolvedObject.Name, tree.Printable(e.Message))
 		if namespaced {
 			line = e.Namespace + "\t" + line
 		}

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/tree"
 )
 
 func newGetCommand() *cobra.Command {
@@ -110,7 +111,7 @@ func rowOf(obj client.Object, revision string) getRow {
 	r := getRow{Namespace: obj.GetNamespace(), Name: obj.GetName(), Revision: revision, Suspended: stateOf(obj).suspended,
 		Ready: string(metav1.ConditionUnknown)}
 	if ready := conditions.Get(obj.(conditions.Getter), konfidencev1.ReadyCondition); ready != nil {
-		r.Ready, r.Message = string(ready.Status), printable(ready.Message)
+		r.Ready, r.Message = string(ready.Status), tree.Printable(ready.Message)
 	}
 	return r
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"unicode"
 
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
@@ -63,18 +62,3 @@ func printStructured(w io.Writer, format string, v any) error {
 	return enc.Encode(v)
 }
 
-// printable is status text as a terminal may show it on one line: a line break or tab becomes a space, and other
-// control and non-printing characters (terminal escapes, bidirectional overrides) are dropped. A condition's or an
-// event's message is written by controllers from what tenants and registries chose, and must not move the cursor,
-// recolour the terminal or break a table's row.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r == '\n' || r == '\r' || r == '\t':
-			return ' '
-		case !unicode.IsPrint(r):
-			return -1
-		}
-		return r
-	}, s)
-}

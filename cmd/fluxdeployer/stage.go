@@ -124,7 +124,7 @@ func printHistory(out io.Writer, st *konfidencev1.Stage, entries []historyEntry)
 func timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // oneLine keeps a message on its table row.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+func oneLine(s string) string { return strings.Join(strings.Fields(tree.Printable(s)), " ") }
 
 func newRollbackCommand() *cobra.Command {
 	var flags clusterFlags

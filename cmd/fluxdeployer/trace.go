@@ -105,7 +105,7 @@ func (c *cluster) trace(ctx context.Context, out io.Writer, resource, name strin
 			_, _ = fmt.Fprintln(w, "---")
 		}
 		for _, line := range s {
-			_, _ = fmt.Fprintf(w, "%s:\t%s\n", line[0], printable(line[1]))
+			_, _ = fmt.Fprintf(w, "%s:\t%s\n", line[0], tree.Printable(line[1]))
 		}
 	}
 	if ferr := w.Flush(); err == nil {

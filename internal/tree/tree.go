@@ -433,7 +433,7 @@ func (n *Node) line(namespace string) string {
 		s += " " + n.Reason
 	}
 	if n.Ready != "True" && n.Message != "" {
-		s += ": " + n.Message
+		s += ": " + Printable(n.Message)
 	}
 	return s
 }

@@ -49,3 +49,17 @@ func TestPrint(t *testing.T) {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+// TestPrintMakesMessagesPrintable: a status message, which controllers copy from what tenants and registries
+// wrote, reaches the terminal on one line and without control or format characters.
+func TestPrintMakesMessagesPrintable(t *testing.T) {
+	var b strings.Builder
+	root := &Node{Kind: "VectorDeployment", Name: "shop", Ready: "False", Reason: "NotFound",
+		Message: "registry says:\x1b[2J\x07 gone\r\nfake line\u202eevil"}
+	if err := Print(&b, root); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.String(), "VectorDeployment/shop  Ready=False NotFound: registry says:[2J gone  fake lineevil\n"; got != want {
+		t.Errorf("Print:\n%q\nwant\n%q", got, want)
+	}
+}

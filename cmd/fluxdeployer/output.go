@@ -61,4 +61,3 @@ func printStructured(w io.Writer, format string, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
-

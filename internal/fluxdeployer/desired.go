@@ -14,7 +14,7 @@ import (
 )
 
 // observe reads the cluster state the Flux objects of ad depend on: whether Secrets exist from the API server (see
-// resolveReferences; answers are shared for secretPresenceTTL unless fresh), the HelmRelease from the cache.
+// resolveReferences; answers are shared for presenceTTL unless fresh), the HelmRelease from the cache.
 func (r *Reconciler) observe(ctx context.Context, ad *konfidencev1.ArtifactDeployment, fresh bool) observed {
 	return observed{
 		secretExists: r.secrets.lookup(ctx, ad.Namespace, fresh),

@@ -135,7 +135,7 @@ func (h *harness) direct(configName string) (*Reconciler, *record.FakeRecorder) 
 func (h *harness) directVia(configName string, c client.Client) (*Reconciler, *record.FakeRecorder) {
 	recorder := record.NewFakeRecorder(100)
 	return &Reconciler{
-		client: c, apiReader: c, secrets: newSecretPresence(c), serviceReader: c, claims: h.claims,
+		client: c, apiReader: c, secrets: newPresence(c, "Secret"), serviceAccounts: newPresence(c, "ServiceAccount"), serviceReader: c, claims: h.claims,
 		scheme: h.env.Scheme, recorder: recorder,
 		config: &configSource{reader: c, key: types.NamespacedName{Namespace: configNamespace, Name: configName}, recorder: recorder},
 	}, recorder

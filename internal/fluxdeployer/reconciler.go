@@ -21,18 +21,20 @@ import (
 
 // Reconciler reconciles ArtifactDeployments of the Flux manifest types.
 type Reconciler struct {
-	client        client.Client // reads from the manager's cache
-	apiReader     client.Reader // reads from the API server, for what the cache cannot answer
-	secrets       *secretPresence
-	config        *configSource
-	serviceReader client.Reader // holds only Services labelled with an ArtifactDeployment
-	claims        client.Reader // ArtifactDeployments of every shard, indexed by workloadNameIndex (see trimToClaim)
-	scheme        *runtime.Scheme
-	recorder      kuberecorder.EventRecorder
-	metrics       operating.ReconcileMetrics
-	kinds         *fluxKinds    // the Flux kinds the API server serves; nil: all
-	remote        RemoteOptions // bounds remote calls and each reconcile
-	applied       lastApplies   // what each ArtifactDeployment's last full reconcile applied
+	client    client.Client // reads from the manager's cache
+	apiReader client.Reader // reads from the API server, for what the cache cannot answer
+	secrets   *objectPresence
+	// serviceAccounts answers whether the ServiceAccount the Flux objects run as exists.
+	serviceAccounts *objectPresence
+	config          *configSource
+	serviceReader   client.Reader // holds only Services labelled with an ArtifactDeployment
+	claims          client.Reader // ArtifactDeployments of every shard, indexed by workloadNameIndex (see trimToClaim)
+	scheme          *runtime.Scheme
+	recorder        kuberecorder.EventRecorder
+	metrics         operating.ReconcileMetrics
+	kinds           *fluxKinds    // the Flux kinds the API server serves; nil: all
+	remote          RemoteOptions // bounds remote calls and each reconcile
+	applied         lastApplies   // what each ArtifactDeployment's last full reconcile applied
 }
 
 // Reconcile brings the Flux objects of one ArtifactDeployment in line with it and reports their state.
@@ -126,7 +128,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 		}
 		return ctrl.Result{}, err
 	}
-	if err := r.checkServiceAccount(ctx, ad, cfg, refs.target); err != nil {
+	if err := r.checkServiceAccount(ctx, ad, cfg, refs.target, fresh); err != nil {
 		return ctrl.Result{RequeueAfter: serviceAccountRecheck}, err
 	}
 	if err := r.kinds.require(objects); err != nil {

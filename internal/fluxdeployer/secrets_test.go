@@ -22,7 +22,7 @@ func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj clie
 	return c.Reader.Get(ctx, key, obj, opts...)
 }
 
-// TestSecretPresence: the ArtifactDeployments of a namespace share one answer for secretPresenceTTL; a fresh
+// TestSecretPresence: the ArtifactDeployments of a namespace share one answer for presenceTTL; a fresh
 // lookup (a requested reconcile) and an expired answer read the API server, and see a Secret created meanwhile.
 func TestSecretPresence(t *testing.T) {
 	h := testHarness(t)
@@ -31,7 +31,7 @@ func TestSecretPresence(t *testing.T) {
 	h.namespace(t, ns)
 	reader := &countingReader{Reader: h.env.Client}
 	now := time.Now()
-	s := newSecretPresence(reader)
+	s := newPresence(reader, "Secret")
 	s.now = func() time.Time { return now }
 	expect := func(lookup secretLookup, want bool, reads int32) {
 		t.Helper()
@@ -54,7 +54,7 @@ func TestSecretPresence(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(s.lookup(ctx, other, false), false, 3) // another namespace has an answer of its own
-	now = now.Add(secretPresenceTTL)
+	now = now.Add(presenceTTL)
 	expect(s.lookup(ctx, ns, false), false, 4)
 	if len(s.answers) != 1 {
 		t.Fatalf("%d answers remembered, want only the one just read: the other namespace's expired", len(s.answers))

@@ -105,17 +105,18 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		return nil, err
 	}
 	r := &Reconciler{
-		client:        mgr.GetClient(),
-		apiReader:     mgr.GetAPIReader(),
-		secrets:       newSecretPresence(mgr.GetAPIReader()),
-		config:        &configSource{reader: narrow, key: types.NamespacedName{Namespace: o.ConfigNamespace, Name: o.ConfigName}, recorder: recorder},
-		serviceReader: narrow,
-		claims:        claims,
-		scheme:        mgr.GetScheme(),
-		recorder:      recorder,
-		metrics:       shared.DurationMetrics(mgr, "ArtifactDeployment"),
-		kinds:         &fluxKinds{},
-		remote:        o.Remote,
+		client:          mgr.GetClient(),
+		apiReader:       mgr.GetAPIReader(),
+		secrets:         newPresence(mgr.GetAPIReader(), "Secret"),
+		serviceAccounts: newPresence(mgr.GetAPIReader(), "ServiceAccount"),
+		config:          &configSource{reader: narrow, key: types.NamespacedName{Namespace: o.ConfigNamespace, Name: o.ConfigName}, recorder: recorder},
+		serviceReader:   narrow,
+		claims:          claims,
+		scheme:          mgr.GetScheme(),
+		recorder:        recorder,
+		metrics:         shared.DurationMetrics(mgr, "ArtifactDeployment"),
+		kinds:           &fluxKinds{},
+		remote:          o.Remote,
 	}
 	appeared := make(chan event.GenericEvent, 1)
 	c, err := ctrl.NewControllerManagedBy(mgr).

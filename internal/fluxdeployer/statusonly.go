@@ -95,7 +95,7 @@ func appliedObjectOf(obj fluxObject) (appliedObject, error) {
 
 // statusOnly returns the last full reconcile of ad and its Flux objects as the cache holds them, when nothing the
 // deployer decides can have changed since: ad's generation, shard key and reconcile request, the ConfigMap, which of the
-// Secrets it looked for exist (answers shared as for a full reconcile, see secretPresence) and, of each Flux object,
+// Secrets it looked for exist (answers shared as for a full reconcile, see objectPresence) and, of each Flux object,
 // what decidedDigest covers are as they were, and the last full reconcile is less than an interval ago, as Flux's
 // controllers reconcile in full every interval. A remote target is checked in every reconcile (checkTarget reads its
 // kubeconfig Secret, which the tenant may point elsewhere), so its ArtifactDeployments always run in full. Claims

@@ -34,7 +34,7 @@ func TestStatusOnlyReconcile(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, _ := h.directVia(ns, c)
-	// The answers of whether Secrets exist are shared for secretPresenceTTL; the clock stands still here, so that
+	// The answers of whether Secrets exist are shared for presenceTTL; the clock stands still here, so that
 	// the reconciles share them however long the test takes.
 	now := time.Now()
 	r.secrets.now = func() time.Time { return now }

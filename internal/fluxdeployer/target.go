@@ -85,10 +85,11 @@ func targetNamespace(cfg config, ad *konfidencev1.ArtifactDeployment) string {
 	return ad.Namespace
 }
 
-// secretExists reads only the Secret's metadata: the operator never holds the data of a Secret it only refers to.
-func secretExists(ctx context.Context, r client.Reader, namespace, name string) (bool, error) {
+// objectExists reads only the metadata of a core object of kind: the operator never holds the data of a Secret it
+// only refers to.
+func objectExists(ctx context.Context, r client.Reader, kind, namespace, name string) (bool, error) {
 	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
 	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, m)
 	switch {
 	case err == nil:
@@ -96,6 +97,6 @@ func secretExists(ctx context.Context, r client.Reader, namespace, name string) 
 	case apierrors.IsNotFound(err):
 		return false, nil
 	default:
-		return false, fmt.Errorf("reading Secret %s/%s: %w", namespace, name, err)
+		return false, fmt.Errorf("reading %s %s/%s: %w", kind, namespace, name, err)
 	}
 }

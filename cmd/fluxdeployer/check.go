@@ -273,7 +273,7 @@ func jsonFields(t reflect.Type, part string) []string {
 // leader checks that the leader election Lease is held and renewed within its duration.
 func (ck *checker) leader(ctx context.Context) error {
 	lease := &coordinationv1.Lease{}
-	key := client.ObjectKey{Namespace: ck.o.operatorNamespace, Name: "fluxdeployer.konfidence.cloud"}
+	key := client.ObjectKey{Namespace: ck.o.operatorNamespace, Name: leaderElectionLease}
 	if err := ck.client.Get(ctx, key, lease); err != nil {
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("no leader election Lease %s: the operator never led", key)

@@ -306,14 +306,16 @@ func (o runOptions) shard() (labels.Selector, error) {
 	return selector, nil
 }
 
+// leaderElectionLease is the name of the leader election Lease of an unsharded install, which `check` reads.
+const leaderElectionLease = "fluxdeployer.konfidence.cloud"
+
 // leaderElectionID is the name of the leader election Lease: one per shard, suffixed as Flux's controllers suffix
 // theirs with a hash of --watch-label-selector, so that the instances of different shards do not wait for one
 // another's Lease while the replicas of one shard still elect one leader. Without a selector it is the name it
 // always had, so that a rolling update of an unsharded install hands the Lease on.
 func (o runOptions) leaderElectionID() string {
-	const id = "fluxdeployer.konfidence.cloud"
 	if o.watch.LabelSelector == "" {
-		return id
+		return leaderElectionLease
 	}
-	return leaderelection.GenerateID(id, o.watch.LabelSelector)
+	return leaderelection.GenerateID(leaderElectionLease, o.watch.LabelSelector)
 }

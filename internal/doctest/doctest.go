@@ -9,6 +9,10 @@
 //
 // A block the tests cannot run says why in an HTML comment on the line above its fence, which Markdown does not
 // render: <!-- doctest: skip: REASON -->. Every other shell block runs.
+//
+// What a page assumes the reader has already (a landscape to debug, say) is made by a setup block, a comment
+// that Markdown does not render either: "<!-- doctest: setup", the commands on the lines after it, then "-->".
+// It runs where it stands, as a script.
 package doctest
 
 import (
@@ -24,6 +28,8 @@ type Block struct {
 	Line int
 	// Skip is the reason the block is not run, empty when it runs.
 	Skip string
+	// Setup tells that the block is a setup comment rather than a shown block.
+	Setup bool
 	// Text is the block's content, its last line ending in a newline.
 	Text string
 }
@@ -38,6 +44,7 @@ type Step struct {
 
 var (
 	shellLanguages = map[string]bool{"sh": true, "bash": true, "shell": true, "console": true}
+	setupComment   = "<!-- doctest: setup"
 	skipComment    = regexp.MustCompile(`^<!--\s*doctest:\s*skip:\s*(.*?)\s*-->$`)
 	anyComment     = regexp.MustCompile(`^<!--\s*doctest:`)
 )
@@ -57,6 +64,15 @@ func Parse(file, markdown string) ([]Block, error) {
 	for i, line := range lines {
 		n := i + 1
 		trimmed := strings.TrimSpace(line)
+		if current != nil && current.Setup {
+			if trimmed == "-->" {
+				blocks = append(blocks, *current)
+				current = nil
+				continue
+			}
+			current.Text += line + "\n"
+			continue
+		}
 		if current != nil {
 			if trimmed == fence {
 				blocks = append(blocks, *current)
@@ -86,14 +102,21 @@ func Parse(file, markdown string) ([]Block, error) {
 		if pending != "" {
 			return nil, fmt.Errorf("%s:%d: a doctest comment must stand on the line right above a shell block's fence", file, pendAt)
 		}
+		if trimmed == setupComment {
+			current = &Block{File: file, Line: n, Setup: true}
+			continue
+		}
 		if m := skipComment.FindStringSubmatch(trimmed); m != nil {
 			if m[1] == "" {
 				return nil, fmt.Errorf("%s:%d: doctest: skip needs its reason", file, n)
 			}
 			pending, pendAt = m[1], n
 		} else if anyComment.MatchString(trimmed) {
-			return nil, fmt.Errorf("%s:%d: unknown doctest comment %q (want <!-- doctest: skip: REASON -->)", file, n, trimmed)
+			return nil, fmt.Errorf("%s:%d: unknown doctest comment %q (want <!-- doctest: skip: REASON --> or a setup block)", file, n, trimmed)
 		}
+	}
+	if current != nil && current.Setup {
+		return nil, fmt.Errorf("%s:%d: a doctest setup comment is not closed (-->)", file, current.Line)
 	}
 	if current != nil || fence != "" {
 		return nil, fmt.Errorf("%s: a code block is not closed", file)

@@ -35,6 +35,15 @@ func TestParse(t *testing.T) {
 			markdown: "````markdown\n```sh\nnot a block\n```\n````\n```sh\nls\n```\n",
 			want:     []Block{{File: "d.md", Line: 6, Text: "ls\n"}},
 		},
+		{
+			name:     "a setup comment",
+			markdown: "# Debugging\n<!-- doctest: setup\nkubectl create namespace shop\n-->\n```sh\nkubectl -n shop get vd\n```\n",
+			want: []Block{
+				{File: "d.md", Line: 2, Setup: true, Text: "kubectl create namespace shop\n"},
+				{File: "d.md", Line: 5, Text: "kubectl -n shop get vd\n"},
+			},
+		},
+		{name: "an unclosed setup comment", markdown: "<!-- doctest: setup\nls\n", err: "not closed (-->)"},
 		{name: "skip without a reason", markdown: "<!-- doctest: skip: -->\n```sh\nls\n```\n", err: "needs its reason"},
 		{name: "skip away from the fence", markdown: "<!-- doctest: skip: why -->\n\n```sh\nls\n```\n", err: "right above"},
 		{name: "skip above another language", markdown: "<!-- doctest: skip: why -->\n```yaml\na: b\n```\n", err: "not a shell block"},

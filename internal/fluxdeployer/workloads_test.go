@@ -1,18 +1,112 @@
 package fluxdeployer
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
+
+// TestWorkloadFailing: while kustomize-controller waits for the workloads, a crash-looping pod of a StatefulSet the
+// Kustomization rendered makes the ArtifactDeployment not Ready with WorkloadFailing and a Warning event, retried
+// (not Stalled) and looked at again soon; pods of workloads rendered for another ArtifactDeployment do not count;
+// once kustomize-controller says how the rollout ended, its reason stands and the interval is Flux's again.
+func TestWorkloadFailing(t *testing.T) {
+	h := testHarness(t)
+	ctx := context.Background()
+	ns := "workload-failing"
+	h.namespace(t, ns)
+	h.configMap(t, ns, nil)
+	r, recorder := h.direct(ns)
+	ad := artifactDeployment(ns, "backend-1-2-3-e1mvwibzp5", KustomizeManifestType,
+		resource("bundle", "kustomize", ociAccess("ociArtifact", "registry.example.com/bundles/backend:1.2.3")))
+	h.create(t, ad)
+	reconcile := func() (*konfidencev1.ArtifactDeployment, ctrl.Result) {
+		t.Helper()
+		result, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ad)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := &konfidencev1.ArtifactDeployment{}
+		h.get(t, ns, ad.Name, got)
+		return got, result
+	}
+	reconcile()
+	testenv.SetFluxStatus(t, h.env.Client, &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ad.Name}},
+		cond(meta.ReadyCondition, True, meta.SucceededReason, "stored artifact for digest '1.2.3@sha256:abc'"))
+	ks := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ad.Name}}
+	testenv.SetFluxStatus(t, h.env.Client, ks,
+		cond(meta.ReadyCondition, Unknown, meta.ProgressingReason, "Reconciliation in progress"),
+		cond(meta.HealthyCondition, Unknown, meta.ProgressingReason, "Running health checks for revision 1.2.3@sha256:abc with a timeout of 3m0s"))
+
+	// What kustomize-controller rendered for ad, and a workload of another ArtifactDeployment, each with a pod
+	// that the kubelet reports crash-looping.
+	crashLoop := corev1.ContainerStatus{Name: "app", RestartCount: 1,
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 10s restarting failed container"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 3}}}
+	for _, owner := range []string{ad.Name, "other-1-0-0-abcdefghij"} {
+		selector := map[string]string{"app": owner}
+		h.create(t, &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: owner, Labels: map[string]string{konfidencev1.ArtifactDeploymentLabel: owner}},
+			Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: selector}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: selector},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example.com/app:1"}}},
+			}},
+		})
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: owner + "-0", Labels: selector},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example.com/app:1"}}}}
+		h.create(t, pod)
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{crashLoop}
+		if owner != ad.Name {
+			pod.Status.ContainerStatuses[0].LastTerminationState.Terminated.ExitCode = 99
+		}
+		if err := h.env.Client.Status().Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drainEvents(recorder)
+	got, result := reconcile()
+	want := "pod " + ns + "/" + ad.Name + "-0: container app exited with code 3 (CrashLoopBackOff)"
+	assertCondition(t, got, konfidencev1.AppHealthyCondition, False, konfidencev1.WorkloadFailingReason)
+	assertCondition(t, got, meta.ReadyCondition, False, konfidencev1.WorkloadFailingReason)
+	assertCondition(t, got, meta.ReconcilingCondition, True, meta.ProgressingWithRetryReason)
+	if c := conditionOf(got, meta.ReadyCondition); c.Message != want {
+		t.Errorf("Ready message %q, want %q", c.Message, want)
+	}
+	if c := conditionOf(got, meta.StalledCondition); c != nil {
+		t.Errorf("Stalled on a failure Flux may still get over: %+v", c)
+	}
+	assertCondition(t, got, konfidencev1.ArtifactDeployedCondition, Unknown, meta.ProgressingReason)
+	assertEvent(t, drainEvents(recorder), corev1.EventTypeWarning, konfidencev1.WorkloadFailingReason)
+	if result.RequeueAfter <= 0 || result.RequeueAfter > workloadRecheck {
+		t.Errorf("requeued after %s while the rollout is in progress, want at most %s", result.RequeueAfter, workloadRecheck)
+	}
+
+	// kustomize-controller gives up: its reason stands.
+	testenv.SetFluxStatus(t, h.env.Client, ks,
+		cond(meta.ReadyCondition, False, meta.HealthCheckFailedReason, "timeout waiting for: [StatefulSet/workload-failing/backend status: 'InProgress']"),
+		cond(meta.HealthyCondition, False, meta.HealthCheckFailedReason, "health check failed"))
+	got, result = reconcile()
+	assertCondition(t, got, konfidencev1.AppHealthyCondition, False, meta.HealthCheckFailedReason)
+	assertCondition(t, got, meta.ReadyCondition, False, meta.HealthCheckFailedReason)
+	if result.RequeueAfter <= workloadRecheck {
+		t.Errorf("requeued after %s once Flux is done, want the interval", result.RequeueAfter)
+	}
+}
 
 // TestAttemptSince: the workloads are looked at only while the deployment Flux object works on its current
 // generation and has not said how it ended, and the ArtifactDeployment is not healthy already.

@@ -170,7 +170,8 @@ func TestFailingPod(t *testing.T) {
 		return p
 	}
 	crashLooping := corev1.ContainerStatus{Name: "app", RestartCount: 2,
-		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 20s restarting failed container=app pod=worker-1_shop(uid)"}},
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+			Message: "back-off 20s restarting failed container=app pod=worker-1_shop(uid)"}},
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 1}}}
 	runningAgain := corev1.ContainerStatus{Name: "app", RestartCount: 3, Ready: true,
 		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},

@@ -33,7 +33,8 @@ func TestContainerFailure(t *testing.T) {
 		{"an init container first", []corev1.ContainerStatus{terminated("migrate", "Error", 1)}, []corev1.ContainerStatus{waiting("app", "PodInitializing", "")},
 			Failure{Container: "migrate", Reason: "Error", Exited: true, ExitCode: 1}, "container migrate exited with code 1"},
 		{"starting", nil, []corev1.ContainerStatus{waiting("app", "ContainerCreating", "")}, Failure{}, ""},
-		{"done", []corev1.ContainerStatus{terminated("migrate", "Completed", 0)}, []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}, Failure{}, ""},
+		{"done", []corev1.ContainerStatus{terminated("migrate", "Completed", 0)},
+			[]corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}, Failure{}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: tc.init, ContainerStatuses: tc.app}}

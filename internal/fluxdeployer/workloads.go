@@ -49,8 +49,10 @@ func attemptSince(ad *konfidencev1.ArtifactDeployment, deployment fluxView) (met
 
 // failingPod is the message of the first failing pod of the attempt begun at since, by name, and whether there
 // is one. Pods created before the attempt are left out: a failing release's pods still run while its fix rolls
-// out, and are not the new release's failure (both times are the API server's, in seconds, so a pod of the
-// attempt's first second counts). A crash-looping container passes through running (even Ready, without a
+// out, and are not the new release's failure. Both times are in seconds, so a pod of the attempt's first second
+// counts; the attempt's is the Flux controller's clock, the pod's the API server's, and a controller clock ahead
+// of the API server's by more than a second would leave out pods of the attempt: the failure is then reported only
+// as Flux reports it, at its timeout. A crash-looping container passes through running (even Ready, without a
 // readiness probe) and terminated on its way back to CrashLoopBackOff, and the kubelet's reason changes with it;
 // while the pod previous names has not recovered, previous's message stands, so that Ready and its events do not
 // flap with every restart.

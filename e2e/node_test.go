@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -238,6 +240,75 @@ func TestNodeWorkloads(t *testing.T) {
 		return nil
 	})
 	t.Logf("shop: releases uninstalled and pods gone %s after deletion", time.Since(deleted).Round(100*time.Millisecond))
+}
+
+// TestNodeWorkloadFailing: a chart whose pods crash-loop at once, installed with a Helm timeout of 3 minutes, makes
+// its ArtifactDeployment not Ready with WorkloadFailing, naming the pod, the exit code and the kubelet's reason,
+// while helm-controller still runs the install (its HelmRelease's Ready Unknown), long before Helm's timeout; a
+// Warning event says the same, and the VectorDeployment's message carries the reason.
+func TestNodeWorkloadFailing(t *testing.T) {
+	requireNode(t)
+	ctx := context.Background()
+	reg := newRegistry(t)
+	// A timeout long enough that helm-controller's own failure cannot be what the ArtifactDeployment reports.
+	const helmTimeout = 3 * time.Minute
+	startFluxdeployer(t, map[string]string{"timeout": helmTimeout.String(), "wait": "true"})
+	worker := publishWorkloads(t, reg, "acme.org/vectors/crash-early", "1.0.0",
+		workloadArtifact{name: "worker", version: "1.0.5", args: []string{"-crash"}})[0]
+	ns := newNamespace(t, "crash-early")
+	vd := createVectorDeployment(t, ns, "crash-early", reg.Ref("", "acme.org/vectors/crash-early", "1.0.0"))
+	workerAD := adName(t, worker, nil)
+
+	pattern := regexp.MustCompile(`^pod ` + regexp.QuoteMeta(ns) + `/` + regexp.QuoteMeta(workerAD) + `-[a-z0-9-]+: container app exited with code 1 \((CrashLoopBackOff|Error)\)$`)
+	ad := &konfidencev1.ArtifactDeployment{}
+	hr := &helmv2.HelmRelease{}
+	var ready *metav1.Condition
+	testenv.Eventually(t, helmTimeout, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: workerAD}, ad); err != nil {
+			return err
+		}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: workerAD}, hr); err != nil {
+			return err
+		}
+		if ready = conditions.Get(ad, "Ready"); ready == nil || ready.Reason != konfidencev1.WorkloadFailingReason {
+			return fmt.Errorf("ArtifactDeployment %s Ready: %+v; HelmRelease Ready: %+v; pods: %s", workerAD, ready,
+				conditions.Get(hr, "Ready"), realCluster.PodStates(ctx, ns, nil))
+		}
+		return nil
+	})
+	seen := time.Since(vd.CreationTimestamp.Time)
+	if !conditions.IsUnknown(hr, "Ready") {
+		t.Errorf("HelmRelease %s Ready %+v when the ArtifactDeployment reported the failure, want the install still running", hr.Name, conditions.Get(hr, "Ready"))
+	}
+	if ready.Status != metav1.ConditionFalse || !pattern.MatchString(ready.Message) {
+		t.Errorf("ArtifactDeployment %s Ready %s %q, want False and a message matching %s", workerAD, ready.Status, ready.Message, pattern)
+	}
+	if c := conditions.Get(ad, konfidencev1.AppHealthyCondition); c == nil || c.Status != metav1.ConditionFalse || c.Reason != konfidencev1.WorkloadFailingReason {
+		t.Errorf("AppHealthy %+v, want False with %s", c, konfidencev1.WorkloadFailingReason)
+	}
+	if conditions.IsStalled(ad) {
+		t.Errorf("ArtifactDeployment %s Stalled on a failure Helm may still get over", workerAD)
+	}
+	testenv.Eventually(t, time.Minute, func() error {
+		var events corev1.EventList
+		if err := env.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
+			return e.InvolvedObject.Name == workerAD && e.Type == corev1.EventTypeWarning && e.Reason == konfidencev1.WorkloadFailingReason
+		}) {
+			return fmt.Errorf("no Warning event %s on ArtifactDeployment %s", konfidencev1.WorkloadFailingReason, workerAD)
+		}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vd), vd); err != nil {
+			return err
+		}
+		if want := fmt.Sprintf("0/1 artifacts ready; waiting for %s: %s", workerAD, konfidencev1.WorkloadFailingReason); !strings.HasPrefix(conditions.GetMessage(vd, "Ready"), want) {
+			return fmt.Errorf("VectorDeployment Ready message %q, want it to start %q", conditions.GetMessage(vd, "Ready"), want)
+		}
+		return nil
+	})
+	t.Logf("worker: %s %s after the VectorDeployment's creation (Helm's timeout %s), HelmRelease Ready %s: %s",
+		ready.Reason, seen.Round(time.Second), helmTimeout, conditions.Get(hr, "Ready").Status, ready.Message)
 }
 
 // assertWorkloadsReady checks that the namespace holds n Deployments, each with all its replicas ready.

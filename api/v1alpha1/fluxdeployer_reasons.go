@@ -39,6 +39,11 @@ const (
 	DuplicateDeploymentResultReason = "DuplicateDeploymentResult"
 	// DeploymentResultFailedReason: the Services of a deployment could not be read (e.g. an unreachable target).
 	DeploymentResultFailedReason = "DeploymentResultFailed"
+	// WorkloadFailingReason: while Flux installs or upgrades the artifact and waits for its workloads, a pod of a
+	// Deployment, StatefulSet or DaemonSet it rendered does not run (CrashLoopBackOff, ImagePullBackOff, an exit
+	// code other than 0): reported on AppHealthy as soon as it is seen rather than at Flux's timeout. Retried:
+	// Flux's own outcome replaces it once Flux is done.
+	WorkloadFailingReason = "WorkloadFailing"
 
 	// FluxObjectUpdatedReason is the event reason for a Flux object the deployer changed.
 	FluxObjectUpdatedReason = "FluxObjectUpdated"

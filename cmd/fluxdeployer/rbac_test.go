@@ -19,6 +19,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -182,6 +183,9 @@ func (s *operatorScenario) run(t *testing.T, ns string) {
 		return err
 	})
 	for _, ad := range ads {
+		if ad.Spec.Manifest.Type == "cloud.konfidence.flux.helm" {
+			s.playRollout(t, ad)
+		}
 		s.playFlux(t, ad)
 	}
 	waitFor(t, c, vd, func() error {
@@ -321,6 +325,35 @@ func (s *operatorScenario) playFlux(t *testing.T, ad *konfidencev1.ArtifactDeplo
 		ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name, Labels: map[string]string{konfidencev1.ArtifactDeploymentLabel: ad.Name},
 			Annotations: map[string]string{konfidencev1.DeploymentResultLabel: ""}},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+	})
+}
+
+// playRollout does what helm-controller does while it installs ad's chart: it reports the install running and
+// has rendered the chart's Deployment (whose pods do not run here). The deployer lists the workloads and their
+// pods meanwhile.
+func (s *operatorScenario) playRollout(t *testing.T, ad *konfidencev1.ArtifactDeployment) {
+	t.Helper()
+	selector := map[string]string{"app.kubernetes.io/instance": ad.Name}
+	create(t, s.env.Client, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name, Labels: map[string]string{konfidencev1.ArtifactDeploymentLabel: ad.Name}},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: selector}, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: selector},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example.com/app:1.2.3"}}},
+		}},
+	})
+	testenv.SetFluxStatus(t, s.env.Client, &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name}},
+		metav1.Condition{Type: meta.ReadyCondition, Status: metav1.ConditionUnknown, Reason: meta.ProgressingReason, Message: "Running 'install' action with timeout of 5m0s"})
+	testenv.Eventually(t, time.Minute, func() error {
+		events, err := s.audit.Events()
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(events, func(e controlplane.AuditEvent) bool {
+			return e.Verb == "list" && e.ObjectRef != nil && e.ObjectRef.Resource == "pods"
+		}) {
+			return errors.New("the operator has not listed the pods of the installing release yet")
+		}
+		return nil
 	})
 }
 

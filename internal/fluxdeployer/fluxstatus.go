@@ -103,13 +103,13 @@ func (r *Reconciler) view(ctx context.Context, name string, key types.Namespaced
 //   - healthy: the deployment's healthy condition (a Kustomization's Healthy is absent without wait: then Ready
 //     says it all).
 //
-// It returns a Stalled condition when a Flux object reports one.
-func (r *Reconciler) observeFlux(ctx context.Context, ad *konfidencev1.ArtifactDeployment, applied []fluxObject) (*metav1.Condition, error) {
+// It returns the deployment's view, and a Stalled condition when a Flux object reports one.
+func (r *Reconciler) observeFlux(ctx context.Context, ad *konfidencev1.ArtifactDeployment, applied []fluxObject) (fluxView, *metav1.Condition, error) {
 	var source, deployment fluxView
 	for _, obj := range applied {
 		k, err := kindOf(obj)
 		if err != nil {
-			return nil, err
+			return fluxView{}, nil, err
 		}
 		v := fluxView{kind: k, key: client.ObjectKeyFromObject(obj), obj: obj}
 		switch {
@@ -118,14 +118,14 @@ func (r *Reconciler) observeFlux(ctx context.Context, ad *konfidencev1.ArtifactD
 		case k.statusFrom != nil:
 			name, key := k.statusFrom(v.key)
 			if source, err = r.view(ctx, name, key); err != nil {
-				return nil, err
+				return fluxView{}, nil, err
 			}
 		default:
 			source = v
 		}
 	}
 	if source.kind == nil || deployment.kind == nil {
-		return nil, outcome.Stallingf(konfidencev1.ApplyFailedReason, "the Flux objects of %s/%s are not a source and a deployment", ad.Namespace, ad.Name)
+		return fluxView{}, nil, outcome.Stallingf(konfidencev1.ApplyFailedReason, "the Flux objects of %s/%s are not a source and a deployment", ad.Namespace, ad.Name)
 	}
 
 	source.mirror(ad, konfidencev1.ArtifactFetchedCondition, meta.ReadyCondition)
@@ -143,10 +143,10 @@ func (r *Reconciler) observeFlux(ctx context.Context, ad *konfidencev1.ArtifactD
 
 	for _, v := range []fluxView{deployment, source} {
 		if s := v.stalled(); s != nil {
-			return s, nil
+			return deployment, s, nil
 		}
 	}
-	return nil, nil
+	return deployment, nil, nil
 }
 
 // recordWorkload names, for the printer columns, the Flux object that deploys the artifact and the name its

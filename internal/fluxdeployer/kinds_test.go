@@ -120,7 +120,7 @@ func TestUnknownFluxKindIsAnError(t *testing.T) {
 	bucket := &sourcev1.Bucket{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app"}}
 	ad := artifactDeployment("default", "app", KustomizeManifestType)
 	r := &Reconciler{}
-	_, observeErr := r.observeFlux(context.Background(), ad, []fluxObject{bucket, &kustomizev1.Kustomization{}})
+	_, _, observeErr := r.observeFlux(context.Background(), ad, []fluxObject{bucket, &kustomizev1.Kustomization{}})
 	_, newErr := newObject(bucket)
 	requireErr := (&fluxKinds{}).require([]client.Object{bucket})
 	for _, err := range []error{observeErr, newErr, requireErr} {

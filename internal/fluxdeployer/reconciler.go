@@ -8,6 +8,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kuberecorder "k8s.io/client-go/tools/record"
@@ -159,12 +160,20 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	return r.report(ctx, ad, refs.target, cfg.interval, applied)
 }
 
-// report sets the status from what the applied Flux objects say and the deployment results, and has ad
-// reconciled again after interval. A Flux object that stalls stalls ad, unless it is Ready anyway.
+// report sets the status from what the applied Flux objects say, the workloads of a rollout in progress and the
+// deployment results, and has ad reconciled again after interval, or sooner while the rollout is in progress (see
+// workloadRecheck). A Flux object that stalls stalls ad, unless it is Ready anyway.
 func (r *Reconciler) report(ctx context.Context, ad *konfidencev1.ArtifactDeployment, t target, interval time.Duration, applied []fluxObject) (ctrl.Result, error) {
-	stalled, err := r.observeFlux(ctx, ad, applied)
+	var previous metav1.Condition // AppHealthy as the last reconcile left it, before observeFlux sets it anew
+	if c := conditions.Get(ad, konfidencev1.AppHealthyCondition); c != nil {
+		previous = *c
+	}
+	deployment, stalled, err := r.observeFlux(ctx, ad, applied)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if r.observeWorkloads(ctx, ad, t, deployment, previous) {
+		interval = min(interval, workloadRecheck)
 	}
 	if err := r.results(ctx, ad, t); err != nil {
 		// Stalled on a kubeconfig Secret (refused as unsafe, say), which is not watched: looked at again every

@@ -72,7 +72,8 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 // spec: one is got when its generation says another writer changed it, or after a start (see apply). Secrets and ServiceAccounts only got by name (a list or watch would be every one of the
 // cluster), ConfigMaps only in the operator's namespace. Flux objects are written by server-side apply and merge
 // patches only; apply creates them, and setting their owner reference needs delete on them
-// (OwnerReferencesPermissionEnforcement).
+// (OwnerReferencesPermissionEnforcement). Workloads and pods are only listed, in a target namespace while a
+// rollout is in progress (see observeWorkloads), never watched.
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments/status,verbs=patch
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=artifactdeployments/finalizers,verbs=update
@@ -81,6 +82,8 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=list
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=list;watch,namespace=fluxdeployer-system

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/podstatus"
 )
 
 // Node is one object of the tree.
@@ -336,8 +337,8 @@ func withPods(ctx context.Context, c client.Reader, nodes []*Node) ([]*Node, err
 					pod.Ready, pod.Reason, pod.Message = string(cond.Status), cond.Reason, cond.Message
 				}
 			}
-			if reason, message := containerFailure(&p); reason != "" {
-				pod.Reason, pod.Message = reason, message
+			if f, ok := podstatus.ContainerFailure(&p); ok {
+				pod.Reason, pod.Message = f.Reason, failureMessage(f)
 			}
 			n.Children = append(n.Children, pod)
 		}
@@ -361,22 +362,13 @@ func kstatusOf(d *appsv1.Deployment) (string, error) {
 	return res.Status.String(), nil
 }
 
-// containerFailure is why a pod's container does not run, as the kubelet reports it (CrashLoopBackOff,
-// ImagePullBackOff, an exit code): what a person needs rather than the Ready condition's ContainersNotReady.
-func containerFailure(p *corev1.Pod) (reason, message string) {
-	for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
-		switch {
-		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "" && cs.State.Waiting.Reason != "ContainerCreating" && cs.State.Waiting.Reason != "PodInitializing":
-			message = cs.State.Waiting.Message
-			if t := cs.LastTerminationState.Terminated; t != nil {
-				message = strings.TrimSuffix(fmt.Sprintf("container %s exited with code %d: %s", cs.Name, t.ExitCode, message), ": ")
-			}
-			return cs.State.Waiting.Reason, message
-		case cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0:
-			return cs.State.Terminated.Reason, fmt.Sprintf("container %s exited with code %d", cs.Name, cs.State.Terminated.ExitCode)
-		}
+// failureMessage says how a pod's container failed: its exit code, then the kubelet's message of the state it
+// waits in.
+func failureMessage(f podstatus.Failure) string {
+	if f.Exited {
+		return strings.TrimSuffix(f.Exit()+": "+f.Message, ": ")
 	}
-	return "", ""
+	return f.Message
 }
 
 // Print writes the tree with box-drawing branches, one object per line.

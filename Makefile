@@ -85,10 +85,11 @@ e2e: ## End-to-end tests: on the embedded control plane, or on an existing clust
 	CHROMIUM=$$(hack/browser-assets.sh) go test ./e2e -count=1 -v -timeout 30m -artifacts -outputdir $(CURDIR)/bin/test-artifacts
 
 .PHONY: e2e-node
-e2e-node: ## End-to-end tests on a real node of this machine (root; kubelet, containerd, Flux and the operator as pods from images built here; first run builds them).
+e2e-node: ## End-to-end tests on a real node of this machine (root; kubelet, containerd, Flux and the operator as pods from images built here; first run builds them), then the pages of the docs that install the operator.
 	assets=$$(hack/test-assets.sh) && flux=$$(hack/flux-assets.sh) && node=$$(hack/node-assets.sh) && \
 		E2E_NODE=1 KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux NODE_ASSETS=$$node \
-		go test ./e2e -run '^TestNode' -count=1 -v -timeout 30m
+		go test ./e2e -run '^TestNode' -count=1 -v -timeout 30m && \
+		go test ./e2e/doctest -run '^TestNodeDocs$$' -count=1 -v -timeout 30m
 
 .PHONY: e2e-kind
 e2e-kind: ## The make e2e suite and the TestNode tests of make e2e-node on a new kind cluster, Flux and the operator installed from dist/install.yaml (needs Docker and internet; not run in this project's CI).

@@ -6,10 +6,12 @@ package doctest_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,44 +38,67 @@ func pages(t *testing.T) []string {
 }
 
 // TestEveryShellBlockRunsOrSaysWhy reads every user document's shell blocks: a doctest comment that is malformed,
-// or that marks no shell block, fails here, without a cluster.
+// or that marks no shell block, fails here, without a cluster, and so does a block for a real node on a page that
+// TestNodeDocs does not run.
 func TestEveryShellBlockRunsOrSaysWhy(t *testing.T) {
-	var run, skipped int
+	var run, onNode, skipped int
 	for _, page := range pages(t) {
+		rel := relative(t, page)
 		for _, b := range readBlocks(t, page) {
-			if b.Skip != "" {
+			switch {
+			case b.Skip != "":
 				skipped++
-				continue
+			case b.Node:
+				onNode++
+				if !slices.Contains(nodePages, rel) {
+					t.Errorf("%s:%d runs on a real node, but TestNodeDocs runs only %v", b.File, b.Line, nodePages)
+				}
+			default:
+				run++
 			}
-			run++
 		}
 	}
 	if run < 10 {
 		t.Fatalf("only %d shell blocks run: have the documents' fences changed (```sh)?", run)
 	}
-	t.Logf("%d shell blocks run, %d say why they cannot", run, skipped)
+	t.Logf("%d shell blocks run, %d more on a real node, %d say why they cannot", run, onNode, skipped)
 }
 
-// TestDocs runs every shell block of the user documents that does not say why it cannot run.
+// TestDocs runs every shell block of the user documents that neither says why it cannot run nor needs a real
+// node, on the embedded control plane.
 func TestDocs(t *testing.T) {
 	if !inside() {
-		runInside(t, buildTools(t), buildRelease(t))
+		runInside(t, buildTools(t), buildRelease(t), loopback)
 		return
 	}
 	ctx := context.Background()
 	landscape := startLandscape(ctx, t)
 	for _, page := range pages(t) {
-		rel, err := filepath.Rel(controlplane.RepoRoot(), page)
-		if err != nil {
-			t.Fatal(err)
-		}
-		blocks := readBlocks(t, page)
-		if !slices.ContainsFunc(blocks, func(b doctest.Block) bool { return b.Skip == "" }) {
-			t.Logf("%s: no shell block to run (%d say why they cannot)", rel, len(blocks))
-			continue
-		}
-		t.Run(rel, func(t *testing.T) { landscape.runPage(ctx, t, rel, blocks) })
+		landscape.runPageIfAny(ctx, t, relative(t, page))
 	}
+}
+
+// runPageIfAny runs the page's shell blocks as a subtest, unless none of them runs where the landscape is.
+func (l *landscape) runPageIfAny(ctx context.Context, t *testing.T, page string) {
+	blocks := readBlocks(t, filepath.Join(controlplane.RepoRoot(), page))
+	if !slices.ContainsFunc(blocks, l.runs) {
+		t.Logf("%s: no shell block to run here (%d say why they cannot or need a real node)", page, len(blocks))
+		return
+	}
+	t.Run(page, func(t *testing.T) { l.runPage(ctx, t, page, blocks) })
+}
+
+// runs tells whether a block runs where the landscape is: every block that does not say why it cannot, except,
+// on the embedded control plane, those that need a real node.
+func (l *landscape) runs(b doctest.Block) bool { return b.Skip == "" && (l.onNode || !b.Node) }
+
+func relative(t *testing.T, page string) string {
+	t.Helper()
+	rel, err := filepath.Rel(controlplane.RepoRoot(), page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel
 }
 
 func readBlocks(t *testing.T, page string) []doctest.Block {
@@ -114,8 +139,8 @@ func (l *landscape) runPage(ctx context.Context, t *testing.T, page string, bloc
 	}
 	var expected []expectation
 	for _, b := range blocks {
-		if b.Skip != "" {
-			t.Logf("%s:%d not run: %s", b.File, b.Line, b.Skip)
+		if !l.runs(b) {
+			t.Logf("%s:%d not run: %s", b.File, b.Line, cmp.Or(b.Skip, "it needs a real node (TestNodeDocs runs it)"))
 			continue
 		}
 		for i, s := range b.Steps() {
@@ -139,6 +164,7 @@ func (l *landscape) runPage(ctx context.Context, t *testing.T, page string, bloc
 	}
 
 	namespaces := l.namespaces(ctx, t)
+	maps.Copy(namespaces, l.keep)
 	t.Cleanup(func() { l.deleteNamespacesBut(ctx, t, namespaces) })
 	pageCtx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
@@ -203,9 +229,9 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// workdir copies the repository's files (tracked, and new ones not ignored) into a new folder with the operator's
-// binary in bin/, as `make build` leaves it: the documents' commands write (a CTF, a kubeconfig) where a user's
-// checkout would take it.
+// workdir copies the repository's files (tracked, and new ones not ignored) into a new git repository with the
+// operator's binary in bin/, as `make build` leaves it: the documents' commands write (a CTF, a kubeconfig) where a
+// user's clone would take it.
 func (l *landscape) workdir(t *testing.T) string {
 	t.Helper()
 	root := controlplane.RepoRoot()
@@ -220,6 +246,14 @@ func (l *landscape) workdir(t *testing.T) string {
 		if err := copyFile(filepath.Join(root, name), filepath.Join(work, name)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A clone is a git repository: make stamps the commit and its time into the binary and the image.
+	commit := exec.Command("sh", "-c", "git init -q && git add -A && git commit -q -m checkout")
+	commit.Dir = work
+	commit.Env = append(os.Environ(), "GIT_AUTHOR_NAME=doctest", "GIT_AUTHOR_EMAIL=doctest@registry.example",
+		"GIT_COMMITTER_NAME=doctest", "GIT_COMMITTER_EMAIL=doctest@registry.example")
+	if out, err := commit.CombinedOutput(); err != nil {
+		t.Fatalf("committing the copy: %v\n%s", err, out)
 	}
 	if err := copyFile(filepath.Join(l.tools, "fluxdeployer"), filepath.Join(work, "bin", "fluxdeployer")); err != nil {
 		t.Fatal(err)

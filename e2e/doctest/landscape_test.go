@@ -1,6 +1,7 @@
 package doctest_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,15 +28,21 @@ import (
 // operator running under its own ServiceAccount and RBAC, as its Deployment runs it), and the user's registry at
 // registry.example holding the vectors the documents name, published as they tell a platform team to.
 type landscape struct {
-	cluster *controlplane.Cluster
+	client client.Client
+	// adminKubeconfig is the cluster admin's kubeconfig file.
+	adminKubeconfig string
 	// tools holds the programs the documents call: kubectl, cosign, fluxdeployer and hack/demo (as demo).
 	tools string
+	// onNode tells that the cluster is a real node, where the blocks that need pods to start run too.
+	onNode bool
+	// keep are namespaces a page may create that stay for the pages after it.
+	keep map[string]bool
 }
 
 // buildTools builds, before the test enters its namespaces, the programs the documents call, and returns their
 // folder: kubectl (pinned in hack/tools/kube, the control plane's version), cosign (hack/tools/cosign),
-// fluxdeployer and hack/demo.
-func buildTools(t *testing.T) string {
+// fluxdeployer, hack/demo, and the tools of more pinned modules (e.g. "helm": "helm").
+func buildTools(t *testing.T, more ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if _, err := controlplane.BuildFluxdeployer(dir); err != nil {
@@ -45,7 +53,11 @@ func buildTools(t *testing.T) string {
 	if out, err := demo.CombinedOutput(); err != nil {
 		t.Fatalf("building hack/demo: %v\n%s", err, out)
 	}
-	for tool, module := range map[string]string{"kubectl": "kube", "cosign": "cosign"} {
+	tools := map[string]string{"kubectl": "kube", "cosign": "cosign"}
+	for _, tool := range more {
+		tools[tool] = tool
+	}
+	for tool, module := range tools {
 		cmd := exec.Command("go", "tool", "-n", "-modfile=hack/tools/"+module+"/go.mod", tool)
 		cmd.Dir = controlplane.RepoRoot()
 		cmd.Stderr = os.Stderr
@@ -78,7 +90,7 @@ func buildRelease(t *testing.T) string {
 func startLandscape(ctx context.Context, t *testing.T) *landscape {
 	t.Helper()
 	reg := ocmtest.NewRegistry(t)
-	serveAsRegistryExample(t, reg)
+	serveAsRegistryExample(t, reg, loopback)
 	publishVectors(ctx, t, reg)
 	tools := os.Getenv(toolsEnv)
 	serveSample(t, tools)
@@ -92,7 +104,7 @@ func startLandscape(ctx context.Context, t *testing.T) *landscape {
 			t.Error(err)
 		}
 	})
-	l := &landscape{cluster: cluster, tools: tools}
+	l := &landscape{client: cluster.Client, adminKubeconfig: cluster.AdminKubeconfig, tools: tools}
 	operator, err := cluster.StartFluxdeployer(filepath.Join(l.tools, "fluxdeployer"))
 	if err != nil {
 		t.Fatal(err)
@@ -130,15 +142,15 @@ func serveSample(t *testing.T, tools string) {
 	}
 }
 
-// serveAsRegistryExample serves reg over HTTPS at registry.example:443 with the run's certificate (see
-// netns_test.go); reg itself stays on its loopback port in plain HTTP, where the test publishes.
-func serveAsRegistryExample(t *testing.T, reg *ocmtest.Registry) {
+// serveAsRegistryExample serves reg over HTTPS at registry.example:443, the address ip, with the run's certificate
+// (see netns_test.go); reg itself stays on its loopback port in plain HTTP, where the test publishes.
+func serveAsRegistryExample(t *testing.T, reg *ocmtest.Registry, ip string) {
 	t.Helper()
 	cert, err := tls.LoadX509KeyPair(os.Getenv(certEnv), os.Getenv(keyEnv))
 	if err != nil {
 		t.Fatal(err)
 	}
-	listener, err := net.Listen("tcp", "127.0.0.1:443")
+	listener, err := net.Listen("tcp", net.JoinHostPort(ip, "443"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,8 +205,8 @@ func publishVectors(ctx context.Context, t *testing.T, reg *ocmtest.Registry) {
 // kubeconfig is a new copy of the cluster's admin kubeconfig: a page may change its context's namespace.
 func (l *landscape) kubeconfig(t *testing.T) string {
 	t.Helper()
-	path, err := controlplane.WriteKubeconfig(t.TempDir(), "kubeconfig", l.cluster.Kubeconfig)
-	if err != nil {
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := copyFile(l.adminKubeconfig, path); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -204,7 +216,7 @@ func (l *landscape) kubeconfig(t *testing.T) string {
 func (l *landscape) namespaces(ctx context.Context, t *testing.T) map[string]bool {
 	t.Helper()
 	list := &corev1.NamespaceList{}
-	if err := l.cluster.Client.List(ctx, list); err != nil {
+	if err := l.client.List(ctx, list); err != nil {
 		t.Fatal(err)
 	}
 	names := map[string]bool{}
@@ -215,21 +227,32 @@ func (l *landscape) namespaces(ctx context.Context, t *testing.T) map[string]boo
 }
 
 // deleteNamespacesBut deletes the namespaces a page created, and waits until they are gone (the operator tears
-// their VectorDeployments down first), so that the next page starts from the same cluster.
+// their VectorDeployments down first, so its own namespace goes last), so that the next page starts from the
+// same cluster.
 func (l *landscape) deleteNamespacesBut(ctx context.Context, t *testing.T, keep map[string]bool) {
 	t.Helper()
+	var created []string
 	for name := range l.namespaces(ctx, t) {
-		if keep[name] {
-			continue
+		if !keep[name] {
+			created = append(created, name)
 		}
+	}
+	operatorLast := func(name string) int {
+		if name == controlplane.OperatorNamespace {
+			return 1
+		}
+		return 0
+	}
+	slices.SortFunc(created, func(a, b string) int { return cmp.Compare(operatorLast(a), operatorLast(b)) })
+	for _, name := range created {
 		ns := &corev1.Namespace{}
 		ns.Name = name
-		if err := l.cluster.Client.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
+		if err := l.client.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("deleting namespace %s: %v", name, err)
 			continue
 		}
 		deadline := time.Now().Add(2 * time.Minute)
-		for !apierrors.IsNotFound(l.cluster.Client.Get(ctx, client.ObjectKeyFromObject(ns), ns)) {
+		for !apierrors.IsNotFound(l.client.Get(ctx, client.ObjectKeyFromObject(ns), ns)) {
 			if time.Now().After(deadline) {
 				t.Errorf("namespace %s still there 2m after its deletion: %+v", name, ns.Status)
 				break

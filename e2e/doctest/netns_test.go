@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"os"
 	"os/exec"
@@ -19,9 +20,12 @@ import (
 // The documents name the registry a user publishes to and installs from as registry.example, over HTTPS on its
 // default port, as a user's registry is named. So that the commands run exactly as written, the test runs in a
 // network namespace and a mount namespace of its own: loopback and an interface that leads nowhere, an /etc/hosts
-// that names registry.example 127.0.0.1, and the test's registry serving HTTPS there with a certificate of a CA made for the run, which every
-// program the test starts trusts through SSL_CERT_FILE. No other address is reachable, so nothing the documents
-// run can leave the machine.
+// that names registry.example (127.0.0.1, or on a real node the host's end of the node's veth, which pods reach
+// too), and the test's registry serving HTTPS there with a certificate of a CA made for the run. The CA is one of
+// the machine's: the namespace's /etc/ssl/certs/ca-certificates.crt is the machine's bundle and the CA, so every
+// program trusts it as a user's machine trusts their registry's CA, and so do the images built from that bundle
+// (the operator's, by make image-push; Flux's, on the real node); SSL_CERT_FILE names the same bundle. No other
+// address is reachable, so nothing the documents run can leave the machine.
 
 const (
 	// insideEnv marks the test binary started inside the namespaces.
@@ -36,19 +40,35 @@ const (
 	releaseEnv = "FLUXDEPLOYER_DOCTEST_RELEASE"
 	// registryHost is the name the documents give the user's registry.
 	registryHost = "registry.example"
+	// loopback is registryHost's address on the embedded control plane, whose controllers run in the test's own
+	// network namespace.
+	loopback = "127.0.0.1"
+	// systemBundle is the machine's CA bundle, where Go's TLS and hack/image look for it first.
+	systemBundle = "/etc/ssl/certs/ca-certificates.crt"
 )
 
 // inside tells whether the test runs in its namespaces.
 func inside() bool { return os.Getenv(insideEnv) != "" }
 
-// runInside runs this test again in new network and mount namespaces (see above) and fails when it fails there.
-// Root enters them directly; another user through a user namespace where it is root.
-func runInside(t *testing.T, tools, release string) {
+// runInside runs this test again in new network and mount namespaces (see above), where registryHost is ip, and
+// fails when it fails there. Root enters them directly; another user through a user namespace where it is root.
+func runInside(t *testing.T, tools, release, ip string) {
 	t.Helper()
 	dir := t.TempDir()
 	caFile, certFile, keyFile := writeCertificates(t, dir)
-	hosts, resolv := filepath.Join(dir, "hosts"), filepath.Join(dir, "resolv.conf")
-	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost "+registryHost+"\n::1 localhost\n"), 0o644); err != nil {
+	hosts, resolv, bundle := filepath.Join(dir, "hosts"), filepath.Join(dir, "resolv.conf"), filepath.Join(dir, "ca-certificates.crt")
+	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"+ip+" "+registryHost+"\n::1 localhost\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	machines, err := os.ReadFile(systemBundle)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bundle, append(machines, ca...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// A name not in hosts is refused at once on loopback instead of waiting for a nameserver out of reach.
@@ -64,11 +84,12 @@ func runInside(t *testing.T, tools, release string) {
 	// sent there reaches the other end, which has no address, and goes no further.
 	setup := `ip link set lo up && ip link add doctest0 type veth peer name doctest1 && ip addr add 192.0.2.1/32 dev doctest0 && ` +
 		`ip link set doctest0 up && ip link set doctest1 up && ip route add default dev doctest0 && ` +
-		`mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"`
-	args := append(unshare, "--", "sh", "-c", setup, hosts, resolv,
+		`mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/resolv.conf && ` +
+		`{ [ ! -e ` + systemBundle + ` ] || mount --bind "$2" ` + systemBundle + `; } && shift 2 && exec "$@"`
+	args := append(unshare, "--", "sh", "-c", setup, hosts, resolv, bundle,
 		os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.timeout=50m")
 	cmd := exec.Command("unshare", args...)
-	cmd.Env = append(os.Environ(), insideEnv+"=1", "SSL_CERT_FILE="+caFile, certEnv+"="+certFile, keyEnv+"="+keyFile,
+	cmd.Env = append(os.Environ(), insideEnv+"=1", "SSL_CERT_FILE="+bundle, certEnv+"="+certFile, keyEnv+"="+keyFile,
 		toolsEnv+"="+tools, releaseEnv+"="+release,
 		// Inside, the Go module proxy is out of reach: a build must use the module cache, and fail at once if it
 		// cannot.

@@ -8,11 +8,13 @@
 //     the run must print too (see Match).
 //
 // A block the tests cannot run says why in an HTML comment on the line above its fence, which Markdown does not
-// render: <!-- doctest: skip: REASON -->. Every other shell block runs.
+// render: <!-- doctest: skip: REASON -->. A block that needs pods to start (installing the operator's Deployment,
+// reading its pod's logs) says so the same way, <!-- doctest: node -->: it runs only where the page runs on a real
+// node. Every other shell block runs wherever the page runs.
 //
 // What a page assumes the reader has already (a landscape to debug, say) is made by a setup block, a comment
 // that Markdown does not render either: "<!-- doctest: setup", the commands on the lines after it, then "-->".
-// It runs where it stands, as a script.
+// It runs where it stands, as a script; "<!-- doctest: node setup" opens one that runs only on a real node.
 package doctest
 
 import (
@@ -30,6 +32,8 @@ type Block struct {
 	Skip string
 	// Setup tells that the block is a setup comment rather than a shown block.
 	Setup bool
+	// Node tells that the block runs only on a real node, where pods start.
+	Node bool
 	// Text is the block's content, its last line ending in a newline.
 	Text string
 }
@@ -44,8 +48,10 @@ type Step struct {
 
 var (
 	shellLanguages = map[string]bool{"sh": true, "bash": true, "shell": true, "console": true}
-	setupComment   = "<!-- doctest: setup"
-	skipComment    = regexp.MustCompile(`^<!--\s*doctest:\s*skip:\s*(.*?)\s*-->$`)
+	setupComment     = "<!-- doctest: setup"
+	nodeSetupComment = "<!-- doctest: node setup"
+	skipComment      = regexp.MustCompile(`^<!--\s*doctest:\s*skip:\s*(.*?)\s*-->$`)
+	nodeComment      = regexp.MustCompile(`^<!--\s*doctest:\s*node\s*-->$`)
 	anyComment     = regexp.MustCompile(`^<!--\s*doctest:`)
 )
 
@@ -57,7 +63,7 @@ func Parse(file, markdown string) ([]Block, error) {
 		blocks  []Block
 		current *Block
 		fence   string
-		pending string // the skip reason of the comment on the line before
+		pending *Block // what the comment on the line before says of the block below it
 		pendAt  int
 	)
 	lines := strings.Split(markdown, "\n")
@@ -92,27 +98,31 @@ func Parse(file, markdown string) ([]Block, error) {
 		if open, lang, ok := opening(trimmed); ok {
 			fence = open
 			if shellLanguages[lang] {
-				current = &Block{File: file, Line: n, Skip: pending}
-			} else if pending != "" {
+				current = &Block{File: file, Line: n}
+				if pending != nil {
+					current.Skip, current.Node = pending.Skip, pending.Node
+				}
+			} else if pending != nil {
 				return nil, fmt.Errorf("%s:%d: a doctest comment stands above a %q block, not a shell block", file, pendAt, lang)
 			}
-			pending = ""
+			pending = nil
 			continue
 		}
-		if pending != "" {
+		if pending != nil {
 			return nil, fmt.Errorf("%s:%d: a doctest comment must stand on the line right above a shell block's fence", file, pendAt)
 		}
-		if trimmed == setupComment {
-			current = &Block{File: file, Line: n, Setup: true}
-			continue
-		}
-		if m := skipComment.FindStringSubmatch(trimmed); m != nil {
+		switch m := skipComment.FindStringSubmatch(trimmed); {
+		case trimmed == setupComment || trimmed == nodeSetupComment:
+			current = &Block{File: file, Line: n, Setup: true, Node: trimmed == nodeSetupComment}
+		case m != nil:
 			if m[1] == "" {
 				return nil, fmt.Errorf("%s:%d: doctest: skip needs its reason", file, n)
 			}
-			pending, pendAt = m[1], n
-		} else if anyComment.MatchString(trimmed) {
-			return nil, fmt.Errorf("%s:%d: unknown doctest comment %q (want <!-- doctest: skip: REASON --> or a setup block)", file, n, trimmed)
+			pending, pendAt = &Block{Skip: m[1]}, n
+		case nodeComment.MatchString(trimmed):
+			pending, pendAt = &Block{Node: true}, n
+		case anyComment.MatchString(trimmed):
+			return nil, fmt.Errorf("%s:%d: unknown doctest comment %q (want <!-- doctest: skip: REASON -->, <!-- doctest: node --> or a setup block)", file, n, trimmed)
 		}
 	}
 	if current != nil && current.Setup {
@@ -121,7 +131,7 @@ func Parse(file, markdown string) ([]Block, error) {
 	if current != nil || fence != "" {
 		return nil, fmt.Errorf("%s: a code block is not closed", file)
 	}
-	if pending != "" {
+	if pending != nil {
 		return nil, fmt.Errorf("%s:%d: a doctest comment stands above no block", file, pendAt)
 	}
 	return blocks, nil

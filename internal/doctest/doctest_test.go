@@ -43,6 +43,17 @@ func TestParse(t *testing.T) {
 				{File: "d.md", Line: 5, Text: "kubectl -n shop get vd\n"},
 			},
 		},
+		{
+			name:     "blocks and a setup comment for a real node",
+			markdown: "<!-- doctest: node -->\n```sh\nmake deploy\n```\n<!-- doctest: node setup\nmake undeploy\n-->\n```sh\nls\n```\n",
+			want: []Block{
+				{File: "d.md", Line: 2, Node: true, Text: "make deploy\n"},
+				{File: "d.md", Line: 5, Setup: true, Node: true, Text: "make undeploy\n"},
+				{File: "d.md", Line: 8, Text: "ls\n"},
+			},
+		},
+		{name: "node away from the fence", markdown: "<!-- doctest: node -->\ntext\n```sh\nls\n```\n", err: "right above"},
+		{name: "node with a reason", markdown: "<!-- doctest: node: pods -->\n```sh\nls\n```\n", err: "unknown doctest comment"},
 		{name: "an unclosed setup comment", markdown: "<!-- doctest: setup\nls\n", err: "not closed (-->)"},
 		{name: "skip without a reason", markdown: "<!-- doctest: skip: -->\n```sh\nls\n```\n", err: "needs its reason"},
 		{name: "skip away from the fence", markdown: "<!-- doctest: skip: why -->\n\n```sh\nls\n```\n", err: "right above"},

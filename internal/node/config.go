@@ -131,6 +131,13 @@ conntrack:
 	"etc/resolv.conf": "nameserver 127.0.0.1\n",
 }
 
+// SetPodNameserver makes the pods created from now on look names up at ip, an address of an interface the test
+// made (HostIP) where the test answers for the names it serves, instead of their loopback, where nothing answers.
+// The kubelet reads its resolvConf for every new pod.
+func (c *Cluster) SetPodNameserver(ip string) error {
+	return os.WriteFile(c.path("etc/resolv.conf"), []byte("nameserver "+ip+"\n"), 0o600)
+}
+
 // writeConfigs writes configs into dir and makes the folders the programs expect to exist.
 func writeConfigs(dir string) error {
 	for _, d := range []string{"run", "logs", "manifests", "cni/ipam", "pod-logs", "kubelet-plugins/volume/exec"} {

@@ -36,6 +36,9 @@ var fluxImages = map[string]string{
 	"helm-controller":      "ghcr.io/fluxcd/helm-controller:0f61a86",
 }
 
+// caBundle is where Debian keeps the machine's CA certificates, and where Go's TLS looks for them first.
+const caBundle = "/etc/ssl/certs/ca-certificates.crt"
+
 // InstallFlux imports images of the Flux controllers the test assets built (building them on first use, printing
 // progress), installs Flux's CRDs and applies Flux's install manifests, and waits until the three Deployments
 // are Available.
@@ -48,6 +51,11 @@ func (c *Cluster) InstallFlux(ctx context.Context, progress io.Writer) error {
 	for name, ref := range fluxImages {
 		bin := "/usr/local/bin/" + name
 		im := Image{Ref: ref, Files: map[string]string{bin: filepath.Join(fluxAssets, name)}, Entrypoint: []string{bin}, User: "65534:65534"}
+		// Flux's images carry a CA bundle, so that source-controller reaches registries over HTTPS: these carry
+		// this machine's, as the operator's image does (hack/image).
+		if _, err := os.Stat(caBundle); err == nil {
+			im.Files[caBundle] = caBundle
+		}
 		if err := c.ImportImage(ctx, im); err != nil {
 			return err
 		}

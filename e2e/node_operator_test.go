@@ -199,14 +199,20 @@ func written(t *testing.T, namespace string) map[string]string {
 		fingerprints[objectID(obj)] = "resourceVersion " + obj.GetResourceVersion()
 	}
 	for _, obj := range applied {
-		var owners []string
-		for _, o := range obj.GetOwnerReferences() {
-			owners = append(owners, fmt.Sprintf("%s/%s %s controller=%t", o.Kind, o.Name, o.UID, o.Controller != nil && *o.Controller))
-		}
-		fingerprints[objectID(obj)] = fmt.Sprintf("generation %d labels %v annotations %v owners %v",
-			obj.GetGeneration(), obj.GetLabels(), obj.GetAnnotations(), owners)
+		fingerprints[objectID(obj)] = specFingerprint(obj)
 	}
 	return fingerprints
+}
+
+// specFingerprint is what a change of an object's spec or metadata changes, and a status write does not: its
+// generation, labels, annotations and owners.
+func specFingerprint(obj client.Object) string {
+	var owners []string
+	for _, o := range obj.GetOwnerReferences() {
+		owners = append(owners, fmt.Sprintf("%s/%s %s controller=%t", o.Kind, o.Name, o.UID, o.Controller != nil && *o.Controller))
+	}
+	return fmt.Sprintf("uid %s generation %d labels %v annotations %v owners %v",
+		obj.GetUID(), obj.GetGeneration(), obj.GetLabels(), obj.GetAnnotations(), owners)
 }
 
 // operatorObjects lists what the operator writes in the namespace: its own VectorDeployments and

@@ -41,7 +41,7 @@ func TestAllowedRegistries(t *testing.T) {
 func TestHangingRegistryHoldsItsSlotsOnly(t *testing.T) {
 	hanging, healthy := ocmtest.NewRegistry(t), ocmtest.NewRegistry(t)
 	hangingRef, healthyRef := publishedVector(t, hanging), publishedVector(t, healthy)
-	hanging.Hang()
+	hanging.SetHanging(true)
 	published := hanging.Requests()
 	c := ocm.NewClient(ocm.Options{HostConcurrency: 1, HostWait: 100 * time.Millisecond, Timeout: 8 * time.Second})
 	ctx := context.Background()

@@ -112,12 +112,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	original := vd.DeepCopy()
-	requested, bypassCache := reconcileRequest(vd)
-	if bypassCache {
+	requested, newRequest := reconcileRequest(vd)
+	if newRequest {
 		// A user asked for this reconcile: read the registry, not the cache, and record that it was handled
 		// (with the one status write of this reconcile).
 		vd.Status.SetLastHandledReconcileRequest(requested)
 	}
+	bypassCache := newRequest || readFailed(vd)
 	var end ending
 	if err := r.checkShardKey(ctx, vd); err != nil {
 		r.synced.Delete(req.NamespacedName)
@@ -127,7 +128,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else {
 		end = r.reconcile(ctx, vd, bypassCache)
 	}
-	if end.holdsStatus(bypassCache) {
+	if end.holdsStatus(newRequest) {
 		// What the status would say now is only that the new ArtifactDeployments are on their way; their first
 		// reports requeue vd, and the one status write tells each one's state.
 		return ctrl.Result{RequeueAfter: end.awaiting}, nil
@@ -311,6 +312,14 @@ func (r *Reconciler) reconcileStatus(ctx context.Context, vd *konfidencev1.Vecto
 	s := summarize(artifacts, slots)
 	r.report(vd, artifacts, s)
 	return r.ended(s, artifacts, slots)
+}
+
+// readFailed tells whether vd's last read of its vector failed: its retries read the registry, not the cache, as
+// the request that failed did. The cache holds what an earlier read found, so a retry answered from it would
+// report that content as read now, and Ready would turn True again in the middle of a registry outage a user
+// asked about; recovery comes once the registry answers.
+func readFailed(vd *konfidencev1.VectorDeployment) bool {
+	return conditions.IsFalse(vd, konfidencev1.VectorDownloadedCondition)
 }
 
 // reconcileRequest returns the value of the reconcile.fluxcd.io/requestedAt annotation when it asks for a

@@ -81,7 +81,7 @@ func TestHangingRegistryDoesNotStarveOthers(t *testing.T) {
 	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
 	hangingVector := pushVector(t, hanging, "acme.org/vectors/shop", app)
 	healthyVector := pushVector(t, healthy, "acme.org/vectors/shop", app)
-	hanging.Hang()
+	hanging.SetHanging(true)
 	published := hanging.Requests()
 	// Two workers (startManager's), one of them for the hanging registry.
 	startManager(t, managerOptions{resolver: ocm.NewClient(ocm.Options{HostConcurrency: 1, HostWait: time.Second})})

@@ -161,6 +161,40 @@ func TestReconcileRequestRereadsAndRetriesStalled(t *testing.T) {
 	}
 }
 
+// TestFailedRereadIsRetriedFromTheRegistry: a reconcile request whose re-read finds the registry unavailable makes
+// the VectorDeployment not Ready with RegistryUnavailable, and its retries read the registry again rather than
+// answer from the cache (which would turn it Ready again in the middle of the outage); once the registry answers,
+// a retry makes it Ready, without a new request.
+func TestFailedRereadIsRetriedFromTheRegistry(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	ns := newNamespace(t)
+	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
+	startManager(t, managerOptions{})
+	vd := createVectorDeployment(t, ns, "shop", pushVector(t, reg, "acme.org/vectors/shop", app))
+	vd = waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, meta.SucceededReason)
+	markReady(t, listADs(t, ns)[vd.Status.ResultingArtifactDeployments[app.Name].Name])
+	waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, meta.SucceededReason)
+
+	reg.SetUnavailable(true)
+	vd = patchVD(t, vd, requestReconcile("outage"))
+	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionFalse, string(ocm.ReasonUnavailable))
+	failedAt := reg.Requests()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if n := reg.Requests() - failedAt; n < 3 {
+			return fmt.Errorf("%d registry requests since the re-read failed, want its retries to read the registry", n)
+		}
+		return nil
+	})
+	if got := getVD(t, vd); conditions.GetReason(got, konfidencev1.ReadyCondition) != string(ocm.ReasonUnavailable) {
+		t.Errorf("Ready during the outage: %+v, want %s", conditions.Get(got, konfidencev1.ReadyCondition), ocm.ReasonUnavailable)
+	}
+	reg.SetUnavailable(false)
+	vd = waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, meta.SucceededReason)
+	if vd.Status.LastHandledReconcileAt != "outage" {
+		t.Errorf("lastHandledReconcileAt %q, want the request's", vd.Status.LastHandledReconcileAt)
+	}
+}
+
 // TestRequeueDependencyWhileWaiting: a VectorDeployment whose ArtifactDeployments are not ready is reconciled again
 // every --requeue-dependency without any event; once they are ready it is left to the watches.
 func TestRequeueDependencyWhileWaiting(t *testing.T) {

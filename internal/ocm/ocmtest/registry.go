@@ -107,9 +107,9 @@ func (r *Registry) Close() {
 	})
 }
 
-// Hang makes the registry accept every further request and never answer it, as a hostile or broken registry
-// may: a request ends only when its client gives up or the registry is closed.
-func (r *Registry) Hang() { r.hanging.Store(true) }
+// SetHanging makes the registry accept every further request and never answer it while hanging is true, as a
+// hostile or broken registry may: such a request ends only when its client gives up or the registry is closed.
+func (r *Registry) SetHanging(hanging bool) { r.hanging.Store(hanging) }
 
 func (r *Registry) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

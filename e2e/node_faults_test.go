@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+)
+
+// TestNodeRegistryOutage: a landscape of real workloads is Ready when its vector's registry stops answering (it
+// accepts every request and never replies) for longer than the operator's registry timeout, while the
+// VectorDeployment is asked to reconcile. Its Ready says RegistryUnavailable, with a Warning event; nothing
+// running is touched: every ArtifactDeployment and Flux object keeps its UID, generation, labels, annotations and
+// owners, and every pod its UID and restarts. Once the registry answers again, the next request makes it Ready,
+// still with the same objects and pods.
+func TestNodeRegistryOutage(t *testing.T) {
+	requireNode(t)
+	ctx := context.Background()
+	reg := newRegistry(t)
+	startFluxdeployer(t, map[string]string{"timeout": "30s", "wait": "true"})
+	workloadVector(t, reg, "acme.org/vectors/outage", "1.0.0", "1.0.0", "")
+	ns := newNamespace(t, "outage")
+	vd := createVectorDeployment(t, ns, "shop", reg.Ref("", "acme.org/vectors/outage", "1.0.0"))
+	t.Logf("VectorDeployment Ready %s after creation", waitReady(t, 4*time.Minute, vd).Round(100*time.Millisecond))
+	assertWorkloadsReady(t, ns, 3)
+	deployed, pods := deployedSpecs(t, ns), podFingerprints(t, ns, nil)
+
+	reg.SetHanging(true)
+	hung := time.Now()
+	requested := requestVectorDeploymentReconcile(t, vd)
+	testenv.Eventually(t, 3*time.Minute, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vd), vd); err != nil {
+			return err
+		}
+		ready := conditions.Get(vd, meta.ReadyCondition)
+		if vd.Status.LastHandledReconcileAt != requested || ready == nil || ready.Reason != string(ocm.ReasonUnavailable) {
+			return fmt.Errorf("request %s handled %q; Ready %+v", requested, vd.Status.LastHandledReconcileAt, ready)
+		}
+		return nil
+	})
+	t.Logf("registry hanging: Ready %s after %s: %s", conditions.GetReason(vd, meta.ReadyCondition),
+		time.Since(hung).Round(100*time.Millisecond), conditions.GetMessage(vd, meta.ReadyCondition))
+	testenv.Eventually(t, 30*time.Second, func() error {
+		var events corev1.EventList
+		if err := env.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
+			return e.InvolvedObject.Name == vd.Name && e.Type == corev1.EventTypeWarning && e.Reason == string(ocm.ReasonUnavailable)
+		}) {
+			return fmt.Errorf("no Warning event %s on VectorDeployment %s", ocm.ReasonUnavailable, vd.Name)
+		}
+		return nil
+	})
+	assertDeployedUnchanged(t, "during the outage", deployed, deployedSpecs(t, ns))
+	assertPodsUnchanged(t, "pods during the outage", pods, podFingerprints(t, ns, nil))
+	assertWorkloadsReady(t, ns, 3)
+
+	reg.SetHanging(false)
+	back := time.Now()
+	requested = requestVectorDeploymentReconcile(t, vd)
+	testenv.Eventually(t, 3*time.Minute, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vd), vd); err != nil {
+			return err
+		}
+		if vd.Status.LastHandledReconcileAt != requested || !conditions.IsReady(vd) {
+			return fmt.Errorf("request %s handled %q; Ready %+v", requested, vd.Status.LastHandledReconcileAt, conditions.Get(vd, meta.ReadyCondition))
+		}
+		return nil
+	})
+	t.Logf("registry answering again: Ready %s after the request", time.Since(back).Round(100*time.Millisecond))
+	assertDeployedUnchanged(t, "after the outage", deployed, deployedSpecs(t, ns))
+	assertPodsUnchanged(t, "pods after the outage", pods, podFingerprints(t, ns, nil))
+}
+
+// requestVectorDeploymentReconcile sets the reconcile request annotation, as `fluxdeployer reconcile` does, and
+// returns its token.
+func requestVectorDeploymentReconcile(t *testing.T, vd *konfidencev1.VectorDeployment) string {
+	t.Helper()
+	requested := metav1.Now().Format(time.RFC3339Nano)
+	patch := client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, requested))
+	if err := env.Client.Patch(context.Background(), vd, patch); err != nil {
+		t.Fatal(err)
+	}
+	return requested
+}
+
+// deployedSpecs fingerprints what runs a namespace's landscape, leaving out status: each ArtifactDeployment and
+// Flux object by specFingerprint.
+func deployedSpecs(t *testing.T, namespace string) map[string]string {
+	t.Helper()
+	own, applied := operatorObjects(t, namespace)
+	fingerprints := map[string]string{}
+	for _, obj := range append(own, applied...) {
+		if _, ok := obj.(*konfidencev1.VectorDeployment); !ok {
+			fingerprints[objectID(obj)] = specFingerprint(obj)
+		}
+	}
+	return fingerprints
+}
+
+// assertDeployedUnchanged checks that the same objects are there with the same fingerprints.
+func assertDeployedUnchanged(t *testing.T, when string, before, after map[string]string) {
+	t.Helper()
+	if len(before) == 0 {
+		t.Fatalf("%s: nothing deployed to compare", when)
+	}
+	if !maps.Equal(before, after) {
+		t.Errorf("%s, what runs the landscape changed (object: before → after):%s", when, diff(before, after))
+	}
+	for id := range before {
+		if strings.HasPrefix(id, "*v1alpha1.ArtifactDeployment/") {
+			return
+		}
+	}
+	t.Errorf("%s: no ArtifactDeployment among %v", when, slices.Sorted(maps.Keys(before)))
+}

@@ -47,12 +47,12 @@ type Step struct {
 }
 
 var (
-	shellLanguages = map[string]bool{"sh": true, "bash": true, "shell": true, "console": true}
+	shellLanguages   = map[string]bool{"sh": true, "bash": true, "shell": true, "console": true}
 	setupComment     = "<!-- doctest: setup"
 	nodeSetupComment = "<!-- doctest: node setup"
 	skipComment      = regexp.MustCompile(`^<!--\s*doctest:\s*skip:\s*(.*?)\s*-->$`)
 	nodeComment      = regexp.MustCompile(`^<!--\s*doctest:\s*node\s*-->$`)
-	anyComment     = regexp.MustCompile(`^<!--\s*doctest:`)
+	anyComment       = regexp.MustCompile(`^<!--\s*doctest:`)
 )
 
 // Parse returns the shell blocks of a Markdown document. A doctest comment that is not a skip with its reason,

@@ -47,8 +47,9 @@ type fluxKind struct {
 	// owned kinds are the deployer's: it applies them, passes suspend and reconcile requests on to them and
 	// deletes them in a teardown. The others are created by a Flux controller and only read.
 	owned bool
-	// ownedUnset are the spec fields the deployer decides by leaving them unset (see foreignFields).
-	ownedUnset []string
+	// tuning are the spec fields, as dotted paths below spec, that a platform may set on the deployer's objects
+	// of the kind: every other field the deployer leaves unset is taken back (see takeBack).
+	tuning []string
 	// healthy is the condition a deployment kind reports its workloads' health in; "" for a source.
 	healthy string
 	// waitsForSource tells whether a deployment kind's Ready condition says only that its source has no artifact
@@ -79,10 +80,10 @@ var fluxKindTable = []*fluxKind{
 			hr.Status = helmv2.HelmReleaseStatus{ObservedGeneration: hr.Status.ObservedGeneration, Conditions: hr.Status.Conditions}
 		},
 		owned: true,
-		ownedUnset: []string{
-			"values", "valuesFrom", "postRenderers", "chart.spec.valuesFiles", "chart.spec.sourceRef.namespace",
-			"chartRef.namespace", "commonMetadata.annotations", "kubeConfig", "serviceAccountName",
-		},
+		// How long Helm waits (install and upgrade have the deployer's timeout; uninstall and rollback wait for
+		// finalizers and slow workloads), how many release revisions it keeps, how often the chart is looked at,
+		// and whether helm-controller keeps its client between reconciles.
+		tuning:  []string{"timeout", "uninstall.timeout", "rollback.timeout", "maxHistory", "chart.spec.interval", "persistentClient"},
 		healthy: helmv2.ReleasedCondition,
 		// helm-controller's reason while the chart's source is not ready (it has no constant in the API).
 		waitsForSource: func(c *metav1.Condition) bool {
@@ -104,10 +105,9 @@ var fluxKindTable = []*fluxKind{
 			ks.Status = kustomizev1.KustomizationStatus{ObservedGeneration: ks.Status.ObservedGeneration, Conditions: ks.Status.Conditions}
 		},
 		owned: true,
-		ownedUnset: []string{
-			"patches", "images", "postBuild", "components", "namePrefix", "sourceRef.namespace",
-			"commonMetadata.annotations", "kubeConfig", "serviceAccountName",
-		},
+		// How soon a failed apply is tried again, and further objects whose health Ready waits for: they can only
+		// hold Ready back (with wait, the deployer's default, kustomize-controller checks every object anyway).
+		tuning:  []string{"retryInterval", "healthChecks"},
 		healthy: meta.HealthyCondition,
 		// kustomize-controller's words for a source without an artifact ("Source artifact not found, retrying …",
 		// "Source is not ready, artifact not found"), under a reason it also gives real fetch failures.
@@ -130,8 +130,8 @@ var fluxKindTable = []*fluxKind{
 			repo.Spec = sourcev1.HelmRepositorySpec{Suspend: repo.Spec.Suspend}
 			repo.Status = sourcev1.HelmRepositoryStatus{ObservedGeneration: repo.Status.ObservedGeneration, Conditions: repo.Status.Conditions}
 		},
-		owned:      true,
-		ownedUnset: []string{"insecure", "secretRef", "passCredentials"},
+		owned:  true,
+		tuning: []string{"timeout"}, // how long a fetch may take
 		// An OCI HelmRepository has no status: the HelmChart helm-controller creates for the HelmRelease's
 		// chart.spec, <namespace>-<name> in the HelmRepository's namespace, reports the fetch.
 		statusFrom: func(key types.NamespacedName) (string, types.NamespacedName) {
@@ -149,10 +149,8 @@ var fluxKindTable = []*fluxKind{
 			repo.Spec = sourcev1.OCIRepositorySpec{Suspend: repo.Spec.Suspend}
 			repo.Status = sourcev1.OCIRepositoryStatus{ObservedGeneration: repo.Status.ObservedGeneration, Conditions: repo.Status.Conditions}
 		},
-		owned: true,
-		ownedUnset: []string{
-			"ref.digest", "ref.tag", "ref.semver", "ref.semverFilter", "layerSelector", "ignore", "insecure", "secretRef",
-		},
+		owned:  true,
+		tuning: []string{"timeout"}, // how long a fetch may take
 	},
 	{
 		gvk: sourcev1.GroupVersion.WithKind(sourcev1.HelmChartKind),

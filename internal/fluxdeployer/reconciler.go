@@ -36,6 +36,7 @@ type Reconciler struct {
 	kinds           *fluxKinds    // the Flux kinds the API server serves; nil: all
 	remote          RemoteOptions // bounds remote calls and each reconcile
 	applied         lastApplies   // what each ArtifactDeployment's last full reconcile applied
+	schemas         *specSchemas  // the Flux kinds' spec schemas, for the defaults of the fields taken back
 }
 
 // Reconcile brings the Flux objects of one ArtifactDeployment in line with it and reports their state.

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/inventory"
 	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
@@ -41,8 +42,8 @@ type fluxKind struct {
 	// observedGeneration is the generation the object's status was written for.
 	observedGeneration func(fluxObject) int64
 	// trim keeps, of the object, what the deployer reads (see TrimFluxStatus): its metadata, of its status the
-	// conditions and observedGeneration, of its spec only the fields read from the cache (suspend, and what
-	// workload reads); of a kind it does not own, nothing of the spec or annotations.
+	// conditions, observedGeneration and the Services of an inventory, of its spec only the fields read from the
+	// cache (suspend, and what workload reads); of a kind it does not own, nothing of the spec or annotations.
 	trim func(fluxObject)
 	// owned kinds are the deployer's: it applies them, passes suspend and reconcile requests on to them and
 	// deletes them in a teardown. The others are created by a Flux controller and only read.
@@ -76,8 +77,12 @@ var fluxKindTable = []*fluxKind{
 		},
 		trim: func(o fluxObject) {
 			hr := o.(*helmv2.HelmRelease)
+			inv := hr.Status.Inventory
 			hr.Spec = helmv2.HelmReleaseSpec{Suspend: hr.Spec.Suspend, ReleaseName: hr.Spec.ReleaseName}
 			hr.Status = helmv2.HelmReleaseStatus{ObservedGeneration: hr.Status.ObservedGeneration, Conditions: hr.Status.Conditions}
+			if inv != nil {
+				hr.Status.Inventory = &helmv2.ResourceInventory{Entries: servicesOnly(inv.Entries, func(e helmv2.ResourceRef) string { return e.ID })}
+			}
 		},
 		owned: true,
 		// How long Helm waits (install and upgrade have the deployer's timeout; uninstall and rollback wait for
@@ -101,8 +106,12 @@ var fluxKindTable = []*fluxKind{
 		},
 		trim: func(o fluxObject) {
 			ks := o.(*kustomizev1.Kustomization)
+			inv := ks.Status.Inventory
 			ks.Spec = kustomizev1.KustomizationSpec{Suspend: ks.Spec.Suspend, NameSuffix: ks.Spec.NameSuffix}
 			ks.Status = kustomizev1.KustomizationStatus{ObservedGeneration: ks.Status.ObservedGeneration, Conditions: ks.Status.Conditions}
+			if inv != nil {
+				ks.Status.Inventory = &kustomizev1.ResourceInventory{Entries: servicesOnly(inv.Entries, func(e kustomizev1.ResourceRef) string { return e.ID })}
+			}
 		},
 		owned: true,
 		// How soon a failed apply is tried again, and further objects whose health Ready waits for: they can only
@@ -246,9 +255,9 @@ func unknownKind(what string) error {
 }
 
 // TrimFluxStatus is a cache transform that keeps, of a Flux object, what the deployer reads from the cache. Of the
-// status that is the conditions and observedGeneration; the rest is Flux's record of its own work and can be most
-// of the object: a Kustomization's inventory lists every object it applied, a HelmRelease's history its last
-// releases, a source its artifact. Of the spec of a kind the deployer applies only suspend and the names the
+// status that is the conditions, observedGeneration and, of an inventory, the Services (the deployment results
+// are read from them); the rest is Flux's record of its own work and can be most of the object: a Kustomization's
+// inventory lists every object it applied, a HelmRelease's history its last releases, a source its artifact. Of the spec of a kind the deployer applies only suspend and the names the
 // status reports stay: whether a Flux object is still as applied is told by its metadata and its generation,
 // which the API server raises on every change of the spec (see apply), and the spec is read from the API server
 // only when that says it changed. Of a HelmChart, which helm-controller creates and the deployer only reads the
@@ -261,6 +270,18 @@ func TrimFluxStatus(obj any) (any, error) {
 		}
 	}
 	return obj, nil
+}
+
+// servicesOnly keeps, of a HelmRelease's or a Kustomization's inventory entries (two types of one shape), the
+// Services', which the deployment results are read from (see collectResults).
+func servicesOnly[E any](entries []E, id func(E) string) []E {
+	var services []E
+	for _, e := range entries {
+		if inventory.Parse(id(e)).IsService() {
+			services = append(services, e)
+		}
+	}
+	return services
 }
 
 // helmChartOwner maps the HelmChart helm-controller creates (without an owner reference) to the

@@ -176,7 +176,7 @@ func (r *Reconciler) report(ctx context.Context, ad *konfidencev1.ArtifactDeploy
 	if r.observeWorkloads(ctx, ad, t, deployment, previous) {
 		interval = min(interval, workloadRecheck)
 	}
-	if err := r.results(ctx, ad, t); err != nil {
+	if err := r.results(ctx, ad, t, deployment.obj); err != nil {
 		// Stalled on a kubeconfig Secret (refused as unsafe, say), which is not watched: looked at again every
 		// interval, so that the tenant's fix is taken up.
 		return ctrl.Result{RequeueAfter: interval}, err

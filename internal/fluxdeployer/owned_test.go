@@ -306,3 +306,24 @@ func TestForeignFieldPaths(t *testing.T) {
 		})
 	}
 }
+
+// TestTuningFieldsAreInTheSchema: every tuning field, and spec.suspend, names a field of its kind's spec in the
+// installed CRD: one Flux renamed would have the platform's setting taken back.
+func TestTuningFieldsAreInTheSchema(t *testing.T) {
+	h := testHarness(t)
+	for _, k := range ownedFluxKinds() {
+		props, err := h.schemas.specSchema(k.gvk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, field := range slices.Concat(k.tuning, passedOnFields) {
+			schema := props
+			for _, key := range strings.Split(field, ".") {
+				if schema = property(schema, key); schema == nil {
+					t.Errorf("%s: the schema has no spec.%s", k.gvk.Kind, field)
+					break
+				}
+			}
+		}
+	}
+}

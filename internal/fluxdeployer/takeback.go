@@ -27,7 +27,8 @@ import (
 // what changes what is deployed (values, patches, post-renderers), from where (a proxy and a CA in the middle, a
 // cloud provider's identity), where to and with whose rights, or what a teardown leaves behind (an orphaning
 // deletion policy), and keep it there. Listing such fields would miss the next one Flux adds, so it is the other
-// way round: every field the deployer leaves unset is taken back, at any depth, but for
+// way round: every field of the live spec (which the API server keeps to the installed CRD's schema) that the
+// deployer leaves unset is taken back, at any depth, but for
 //   - the kind's tuning fields (fluxKind.tuning), which a platform may set: they change how patiently or how
 //     often Flux works, never what it deploys, from where, where to, with whose rights or what is left behind;
 //   - passedOnFields, which the deployer sets itself by merge patch (see passOn);

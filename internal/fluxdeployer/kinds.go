@@ -257,10 +257,10 @@ func unknownKind(what string) error {
 // TrimFluxStatus is a cache transform that keeps, of a Flux object, what the deployer reads from the cache. Of the
 // status that is the conditions, observedGeneration and, of an inventory, the Services (the deployment results
 // are read from them); the rest is Flux's record of its own work and can be most of the object: a Kustomization's
-// inventory lists every object it applied, a HelmRelease's history its last releases, a source its artifact. Of the spec of a kind the deployer applies only suspend and the names the
-// status reports stay: whether a Flux object is still as applied is told by its metadata and its generation,
-// which the API server raises on every change of the spec (see apply), and the spec is read from the API server
-// only when that says it changed. Of a HelmChart, which helm-controller creates and the deployer only reads the
+// inventory lists every object it applied, a HelmRelease's history its last releases, a source its artifact. Of
+// the spec of a kind the deployer applies only suspend and the names the status reports stay: whether a Flux
+// object is still as applied is told by its metadata and its generation, which the API server raises on every
+// change of the spec (see apply), and the spec is read from the API server only when that says it changed. Of a HelmChart, which helm-controller creates and the deployer only reads the
 // fetch's status of, the spec and annotations go. The cache holds two or three Flux objects per
 // ArtifactDeployment, and 10,000 ArtifactDeployments must fit in 150 MiB. Other objects pass unchanged.
 func TrimFluxStatus(obj any) (any, error) {

@@ -119,13 +119,7 @@ func TestDeploymentResults(t *testing.T) {
 		r, _ := h.direct(ns)
 		// Every ArtifactDeployment of this name would deploy into the shared namespace with this configuration:
 		// the older ones of the other subtests would hold the claim on its names.
-		ad := artifactDeployment(ns, "backend-1-2-3-sh4r3dt3nt", KustomizeManifestType,
-			resource("bundle", "kustomize", ociAccess("ociArtifact", "registry.example.com/bundles/backend:1.2.3")))
-		h.create(t, ad)
-		if _, err := h.reconcile(t, r, ad); err != nil {
-			t.Fatal(err)
-		}
-		h.deployedStatus(t, ad, serviceID("shared-apps", "api-1-2-3-sh4r3dt3nt"))
+		ad := deployedAs(t, h, r, ns, "backend-1-2-3-sh4r3dt3nt", serviceID("shared-apps", "api-1-2-3-sh4r3dt3nt"))
 		// Another tenant deploys into the same namespace Services labelled with this deployment's name: one
 		// claims its result name, one adds a result.
 		h.create(t,
@@ -151,7 +145,13 @@ func serviceID(namespace, name string) string { return namespace + "_" + name + 
 // applied the objects of the inventory IDs, so that the next reconcile collects its results.
 func deployed(t *testing.T, h *harness, r *Reconciler, ns string, inventory ...string) *konfidencev1.ArtifactDeployment {
 	t.Helper()
-	ad := artifactDeployment(ns, "backend-1-2-3-e1mvwibzp5", KustomizeManifestType,
+	return deployedAs(t, h, r, ns, "backend-1-2-3-e1mvwibzp5", inventory...)
+}
+
+// deployedAs is deployed with the ArtifactDeployment's name.
+func deployedAs(t *testing.T, h *harness, r *Reconciler, ns, name string, inventory ...string) *konfidencev1.ArtifactDeployment {
+	t.Helper()
+	ad := artifactDeployment(ns, name, KustomizeManifestType,
 		resource("bundle", "kustomize", ociAccess("ociArtifact", "registry.example.com/bundles/backend:1.2.3")))
 	h.create(t, ad)
 	if _, err := h.reconcile(t, r, ad); err != nil {

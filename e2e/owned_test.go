@@ -34,8 +34,9 @@ var alterations = map[string]map[string]any{
 // TestAlteredFluxObjectsAreTakenBack: a vector's chart and bundle run under the real helm-controller and
 // kustomize-controller; another field manager server-side applies spec.values and an orphaning
 // uninstall.deletionPropagation onto the HelmRelease, spec.patches and deletionPolicy Orphan onto the
-// Kustomization. fluxdeployer takes every field back and Flux deploys the verified content again. Once with the operator running (it reverts as the change arrives), once with the operator stopped, so that
-// Flux first deploys the altered content, which is reverted when the operator is back.
+// Kustomization. fluxdeployer takes every field back and Flux deploys the verified content again. Once with the
+// operator running (it reverts as the change arrives), once with the operator stopped, so that Flux first deploys
+// the altered content, which is reverted when the operator is back.
 func TestAlteredFluxObjectsAreTakenBack(t *testing.T) {
 	ctx := context.Background()
 	reg := newRegistry(t)

@@ -32,6 +32,9 @@ type fluxObject interface {
 	conditions.Getter
 }
 
+// timeoutField is the spec field of every owned Flux kind that bounds how long its controller waits.
+const timeoutField = "timeout"
+
 // fluxKind is everything the deployer does differently per Flux kind. fluxKindTable lists every kind it writes or
 // reads, so that apply, pass-on, teardown, the watches, the cache transform and the status mapping cover the same
 // kinds: adding a kind is one entry there.
@@ -88,7 +91,7 @@ var fluxKindTable = []*fluxKind{
 		// How long Helm waits (install and upgrade have the deployer's timeout; uninstall and rollback wait for
 		// finalizers and slow workloads), how many release revisions it keeps, how often the chart is looked at,
 		// and whether helm-controller keeps its client between reconciles.
-		tuning:  []string{"timeout", "uninstall.timeout", "rollback.timeout", "maxHistory", "chart.spec.interval", "persistentClient"},
+		tuning:  []string{timeoutField, "uninstall.timeout", "rollback.timeout", "maxHistory", "chart.spec.interval", "persistentClient"},
 		healthy: helmv2.ReleasedCondition,
 		// helm-controller's reason while the chart's source is not ready (it has no constant in the API).
 		waitsForSource: func(c *metav1.Condition) bool {
@@ -140,7 +143,7 @@ var fluxKindTable = []*fluxKind{
 			repo.Status = sourcev1.HelmRepositoryStatus{ObservedGeneration: repo.Status.ObservedGeneration, Conditions: repo.Status.Conditions}
 		},
 		owned:  true,
-		tuning: []string{"timeout"}, // how long a fetch may take
+		tuning: []string{timeoutField}, // how long a fetch may take
 		// An OCI HelmRepository has no status: the HelmChart helm-controller creates for the HelmRelease's
 		// chart.spec, <namespace>-<name> in the HelmRepository's namespace, reports the fetch.
 		statusFrom: func(key types.NamespacedName) (string, types.NamespacedName) {
@@ -159,7 +162,7 @@ var fluxKindTable = []*fluxKind{
 			repo.Status = sourcev1.OCIRepositoryStatus{ObservedGeneration: repo.Status.ObservedGeneration, Conditions: repo.Status.Conditions}
 		},
 		owned:  true,
-		tuning: []string{"timeout"}, // how long a fetch may take
+		tuning: []string{timeoutField}, // how long a fetch may take
 	},
 	{
 		gvk: sourcev1.GroupVersion.WithKind(sourcev1.HelmChartKind),

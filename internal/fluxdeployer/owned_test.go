@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/kube-openapi/pkg/validation/spec"
+	openapi "k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -232,12 +232,12 @@ func toJSON(v any) string {
 // TestForeignFieldPaths: which fields of a live spec are another writer's, against the deployer's desired spec,
 // the allowed (tuning) fields and the schema's defaults.
 func TestForeignFieldPaths(t *testing.T) {
-	withDefault := func(v any) spec.Schema { return spec.Schema{SchemaProps: spec.SchemaProps{Default: v}} }
-	schema := &spec.Schema{SchemaProps: spec.SchemaProps{Properties: map[string]spec.Schema{
+	withDefault := func(v any) openapi.Schema { return openapi.Schema{SchemaProps: openapi.SchemaProps{Default: v}} }
+	schema := &openapi.Schema{SchemaProps: openapi.SchemaProps{Properties: map[string]openapi.Schema{
 		"provider":  withDefault("generic"),
 		"force":     withDefault(false),
-		"uninstall": {SchemaProps: spec.SchemaProps{Properties: map[string]spec.Schema{"deletionPropagation": withDefault("background")}}},
-		"labels":    {SchemaProps: spec.SchemaProps{AdditionalProperties: &spec.SchemaOrBool{Schema: spec.StringProperty()}}},
+		"uninstall": {SchemaProps: openapi.SchemaProps{Properties: map[string]openapi.Schema{"deletionPropagation": withDefault("background")}}},
+		"labels":    {SchemaProps: openapi.SchemaProps{AdditionalProperties: &openapi.SchemaOrBool{Schema: openapi.StringProperty()}}},
 	}}}
 	allowed := []string{"suspend", "timeout", "uninstall.timeout"}
 	object := func(fields map[string]any) map[string]any { return map[string]any{"spec": fields} }

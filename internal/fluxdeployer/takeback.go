@@ -68,12 +68,12 @@ func foreignFields(desired, live map[string]any, allowed []string, props *spec.S
 }
 
 // walkForeign adds to foreign the fields of live, at path, that are foreign to desired (see foreignFields);
-// schema is live's, nil where it is not known.
-func walkForeign(path []string, desired, live map[string]any, allowed []string, schema *spec.Schema, foreign *[][]string) {
+// props is live's schema, nil where it is not known.
+func walkForeign(path []string, desired, live map[string]any, allowed []string, props *spec.Schema, foreign *[][]string) {
 	for _, key := range slices.Sorted(maps.Keys(live)) {
 		fieldPath := append(slices.Clone(path), key)
 		field := strings.Join(fieldPath[1:], ".")
-		value, sub := live[key], property(schema, key)
+		value, sub := live[key], property(props, key)
 		liveMap, isMap := value.(map[string]any)
 		if want, set := desired[key]; set {
 			if wantMap, ok := want.(map[string]any); ok && isMap {
@@ -91,25 +91,26 @@ func walkForeign(path []string, desired, live map[string]any, allowed []string, 
 	}
 }
 
-// property is the schema of an object's field key, or of the values of a map; nil where schema says nothing.
-func property(schema *spec.Schema, key string) *spec.Schema {
+// property is the schema of an object's field key, or of the values of a map; nil where props, the object's
+// schema, says nothing.
+func property(props *spec.Schema, key string) *spec.Schema {
 	switch {
-	case schema == nil:
+	case props == nil:
 		return nil
-	case schema.Properties != nil:
-		if p, ok := schema.Properties[key]; ok {
+	case props.Properties != nil:
+		if p, ok := props.Properties[key]; ok {
 			return &p
 		}
 		return nil
-	case schema.AdditionalProperties != nil:
-		return schema.AdditionalProperties.Schema
+	case props.AdditionalProperties != nil:
+		return props.AdditionalProperties.Schema
 	}
 	return nil
 }
 
-// isDefault tells whether value is the default schema gives its field.
-func isDefault(schema *spec.Schema, value any) bool {
-	return schema != nil && schema.Default != nil && equalJSON(schema.Default, value)
+// isDefault tells whether value is the default props, its field's schema, gives it.
+func isDefault(props *spec.Schema, value any) bool {
+	return props != nil && props.Default != nil && equalJSON(props.Default, value)
 }
 
 // equalJSON tells whether a and b are the same JSON value (numbers compare alike, whatever their Go type).

@@ -69,7 +69,8 @@ func releases(t *testing.T, namespace string) map[string][]string {
 // TestHelmPaths installs a chart through each Helm source mode with the real helm-controller, the workloads in a
 // configured target namespace, and checks what Helm itself recorded: the release is named like the
 // ArtifactDeployment, stored in the target namespace, its objects carry the name and the deployer's label, and
-// the Service's deployment result reaches both custom resources. Every condition comes from Flux's own status.
+// the Service's deployment result reaches both custom resources, while a Service another tenant labelled with
+// the same name (not in the HelmRelease's inventory) is no result. Every condition comes from Flux's own status.
 func TestHelmPaths(t *testing.T) {
 	for _, mode := range []string{"helmRepository", "chartRef"} {
 		t.Run(mode, func(t *testing.T) {
@@ -80,11 +81,21 @@ func TestHelmPaths(t *testing.T) {
 
 			ns := newNamespace(t, "helm")
 			target := newNamespace(t, "apps")
+			name := adName(t, frontend, nil)
+			// Another tenant of the shared target namespace labels a Service of its own with this deployment's
+			// name and claims its result: neither a result nor a clash, since the release did not deploy it.
+			impostor := &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Namespace: target, Name: "impostor", Labels: map[string]string{konfidencev1.ArtifactDeploymentLabel: name},
+					Annotations: map[string]string{konfidencev1.DeploymentResultLabel: "web"}},
+				Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}},
+			}
+			if err := env.Client.Create(ctx, impostor); err != nil {
+				t.Fatal(err)
+			}
 			startFluxdeployer(t, map[string]string{"helmSource": mode, "targetNamespace": target})
 			vd := createVectorDeployment(t, ns, "shop", reg.Ref("", "acme.org/vectors/shop", "1.0.0"))
 			t.Logf("Helm path (%s): VectorDeployment Ready %s after creation", mode, waitReady(t, 3*time.Minute, vd).Round(100*time.Millisecond))
 
-			name := adName(t, frontend, nil)
 			// On an existing cluster (E2E_KUBECONFIG) the installed operator may have applied the HelmRelease
 			// before it saw this test's configuration; it re-applies on the ConfigMap change, so wait for that.
 			hr := &helmv2.HelmRelease{}

@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,17 +21,22 @@ import (
 )
 
 // alterations are what another writer of the Flux objects (anyone who may patch them) adds to change what a
-// verified vector deploys: values for the chart, a patch for the bundle, each changing the greeting.
+// verified vector deploys: values for the chart, a patch for the bundle, each changing the greeting; and what a
+// teardown leaves behind: the release's objects orphaned on uninstall, the bundle's on deletion.
 var alterations = map[string]map[string]any{
-	"HelmRelease":   {"values": map[string]any{"greeting": "altered"}},
-	"Kustomization": {"patches": []any{map[string]any{"patch": "- op: replace\n  path: /data/greeting\n  value: altered\n", "target": map[string]any{"kind": "ConfigMap"}}}},
+	"HelmRelease": {"values": map[string]any{"greeting": "altered"}, "uninstall": map[string]any{"deletionPropagation": "orphan"}},
+	"Kustomization": {
+		"patches":        []any{map[string]any{"patch": "- op: replace\n  path: /data/greeting\n  value: altered\n", "target": map[string]any{"kind": "ConfigMap"}}},
+		"deletionPolicy": "Orphan",
+	},
 }
 
 // TestAlteredFluxObjectsAreTakenBack: a vector's chart and bundle run under the real helm-controller and
-// kustomize-controller; another field manager server-side applies spec.values onto the HelmRelease and
-// spec.patches onto the Kustomization. fluxdeployer takes both fields back and Flux deploys the verified content
-// again. Once with the operator running (it reverts as the change arrives), once with the operator stopped, so that
-// Flux first deploys the altered content, which is reverted when the operator is back.
+// kustomize-controller; another field manager server-side applies spec.values and an orphaning
+// uninstall.deletionPropagation onto the HelmRelease, spec.patches and deletionPolicy Orphan onto the
+// Kustomization. fluxdeployer takes every field back and Flux deploys the verified content again. Once with the
+// operator running (it reverts as the change arrives), once with the operator stopped, so that Flux first deploys
+// the altered content, which is reverted when the operator is back.
 func TestAlteredFluxObjectsAreTakenBack(t *testing.T) {
 	ctx := context.Background()
 	reg := newRegistry(t)
@@ -70,9 +78,10 @@ func TestAlteredFluxObjectsAreTakenBack(t *testing.T) {
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names[kind]}, withKind(t, u, obj)); err != nil {
 				return err
 			}
-			for field := range alterations[kind] {
-				if value, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", field); found {
-					return fmt.Errorf("%s %s still has spec.%s: %v", kind, names[kind], field, value)
+			for _, path := range leaves([]string{"spec"}, alterations[kind]) {
+				altered, _, _ := unstructured.NestedFieldNoCopy(map[string]any{"spec": alterations[kind]}, path...)
+				if value, found, _ := unstructured.NestedFieldNoCopy(u.Object, path...); found && reflect.DeepEqual(value, altered) {
+					return fmt.Errorf("%s %s still has %s: %v", kind, names[kind], strings.Join(path, "."), value)
 				}
 			}
 			if fo := obj.(interface {
@@ -110,6 +119,20 @@ func TestAlteredFluxObjectsAreTakenBack(t *testing.T) {
 	testenv.Eventually(t, 3*time.Minute, func() error { return greetings("altered") })
 	startFluxdeployer(t, nil)
 	testenv.Eventually(t, 3*time.Minute, verified)
+}
+
+// leaves lists the paths of m's values that are not maps, below path.
+func leaves(path []string, m map[string]any) [][]string {
+	var out [][]string
+	for key, value := range m {
+		p := append(slices.Clone(path), key)
+		if sub, ok := value.(map[string]any); ok {
+			out = append(out, leaves(p, sub)...)
+		} else {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // withKind sets u's apiVersion and kind to typed's.

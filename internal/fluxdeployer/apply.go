@@ -6,18 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"reflect"
-	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
@@ -57,8 +52,8 @@ const (
 // anyway. It counts as created, which only costs an "updated" event when the cache lags behind another writer's
 // change to an object that exists.
 //
-// Either way, what another writer set in the fields the deployer owns by leaving them unset (ownedUnset) is then
-// taken back, which counts as an update.
+// Either way, every field another writer set that the deployer leaves unset, but for tuning fields, is then taken
+// back (see takeBack), which counts as an update.
 //
 // Kept rather than fluxcd/pkg/ssa's ResourceManager.Apply (Flux's own): on objects already as desired the library
 // reads each one from the API server and sends a dry-run apply to detect drift, 2 requests per object on every
@@ -88,7 +83,7 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object, previous last
 		// Typed reads come without apiVersion and kind; the desired object has them.
 		m["apiVersion"], m["kind"] = desired.GetAPIVersion(), desired.GetKind()
 		if contains(m, desired.Object) {
-			return r.revertForeignFields(ctx, unchanged, live, foreignFields(desired.Object, m))
+			return r.takeBack(ctx, unchanged, live, desired.Object, m)
 		}
 	}
 	owned := desired.DeepCopy() // the apply decodes the API server's answer into desired
@@ -108,7 +103,7 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object, previous last
 	case live.GetResourceVersion() == applied.GetResourceVersion():
 		result = unchanged // the apply found it as desired after all
 	}
-	return r.revertForeignFields(ctx, result, applied, foreignFields(owned.Object, desired.Object))
+	return r.takeBack(ctx, result, applied, owned.Object, desired.Object)
 }
 
 // leftAsApplied reports whether live, as the cache holds it, is as a's apply left it and that apply was of
@@ -141,102 +136,6 @@ func mapContains(m, want map[string]string) bool {
 		}
 	}
 	return true
-}
-
-// A fluxKind's ownedUnset are the spec fields that decide what is deployed (values, patches, post-renderers,
-// image overrides, substitutions), from where (the source's reference and namespace, its layer, plain HTTP,
-// credentials) and where to and with whose rights (kubeConfig, serviceAccountName), and that the deployer decides
-// by leaving them unset. A server-side apply leaves the fields it does not send to their writers, so without these
-// another writer of the Flux object (anyone who may patch it) would deploy other content than the verified
-// vector's, and keep doing so; the deployer takes each of them back (revertForeignFields). Defaulted fields are
-// not listed: the API server would set them again.
-
-// ownedMaps are spec maps the deployer owns whole: another writer's keys in them are taken back too (labels on
-// every rendered object).
-var ownedMaps = []string{"commonMetadata.labels"}
-
-// foreignFields lists the fields of live's spec that the deployer owns and did not set in desired: another
-// writer's, each as its path from the object's root. Both are objects in their unstructured form.
-func foreignFields(desired, live map[string]any) [][]string {
-	var foreign [][]string
-	kind, _ := desired["kind"].(string)
-	var ownedUnset []string
-	if k := kindNamed(kind); k != nil {
-		ownedUnset = k.ownedUnset
-	}
-	for _, field := range ownedUnset {
-		path := specPath(field)
-		if hasField(live, path) && !hasField(desired, path) {
-			foreign = append(foreign, path)
-		}
-	}
-	for _, field := range ownedMaps {
-		path := specPath(field)
-		want, wanted, _ := unstructured.NestedFieldNoCopy(desired, path...)
-		if !wanted {
-			continue // not a map of this kind
-		}
-		got, _, _ := unstructured.NestedFieldNoCopy(live, path...)
-		wantMap, _ := want.(map[string]any)
-		gotMap, _ := got.(map[string]any)
-		for _, key := range slices.Sorted(maps.Keys(gotMap)) {
-			if _, ok := wantMap[key]; !ok {
-				foreign = append(foreign, append(slices.Clone(path), key))
-			}
-		}
-	}
-	return foreign
-}
-
-// specPath is the path of a dotted spec field from the object's root.
-func specPath(field string) []string {
-	return strings.Split("spec."+field, ".")
-}
-
-func hasField(obj map[string]any, path []string) bool {
-	_, found, _ := unstructured.NestedFieldNoCopy(obj, path...)
-	return found
-}
-
-// revertForeignFields removes the foreign fields from live with a JSON merge patch, whose nulls delete a field
-// whoever wrote it (a server-side apply can only take back what it sends a value for), and counts that as an
-// update. live is the object as the cluster holds it, and is afterwards.
-func (r *Reconciler) revertForeignFields(ctx context.Context, result applyOutcome, live fluxObject, foreign [][]string) (applyOutcome, fluxObject, error) {
-	if len(foreign) == 0 {
-		return result, live, nil
-	}
-	patch := map[string]any{}
-	names := make([]string, len(foreign))
-	for i, path := range foreign {
-		setNull(patch, path)
-		names[i] = strings.Join(path, ".")
-	}
-	data, err := json.Marshal(patch)
-	if err != nil {
-		return result, nil, err
-	}
-	if err := r.client.Patch(ctx, live, client.RawPatch(types.MergePatchType, data), client.FieldOwner(FieldManager)); err != nil {
-		return result, nil, outcome.Retrying(konfidencev1.ApplyFailedReason,
-			fmt.Errorf("taking back %s of %T %s/%s: %w", strings.Join(names, ", "), live, live.GetNamespace(), live.GetName(), err))
-	}
-	ctrl.LoggerFrom(ctx).Info("took back fields another writer set", "object", client.ObjectKeyFromObject(live), "fields", names)
-	if result == unchanged {
-		result = updated
-	}
-	return result, live, nil
-}
-
-// setNull sets path in the merge patch m to null.
-func setNull(m map[string]any, path []string) {
-	for _, key := range path[:len(path)-1] {
-		next, ok := m[key].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			m[key] = next
-		}
-		m = next
-	}
-	m[path[len(path)-1]] = nil
 }
 
 // read returns obj as reader holds it, or nil when it holds none.

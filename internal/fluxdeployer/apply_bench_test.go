@@ -39,7 +39,11 @@ func BenchmarkSteadyStateApply(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := &Reconciler{client: cached, apiReader: direct, secrets: newPresence(direct, "Secret"), scheme: env.Scheme}
+	schemas, err := newSpecSchemas(env.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := &Reconciler{client: cached, apiReader: direct, secrets: newPresence(direct, "Secret"), scheme: env.Scheme, schemas: schemas}
 
 	const ns = "bench"
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {

@@ -78,9 +78,16 @@ func TestEndToEnd(t *testing.T) {
 		}
 		h.create(t, chart)
 		testenv.SetFluxStatus(t, h.env.Client, chart, cond(meta.ReadyCondition, True, sourcev1.ChartPullSucceededReason, "pulled"))
-		testenv.SetFluxStatus(t, h.env.Client, hr,
-			cond(meta.ReadyCondition, True, helmv2.InstallSucceededReason, "Helm install succeeded"),
-			cond(helmv2.ReleasedCondition, True, helmv2.InstallSucceededReason, "Helm install succeeded"))
+		// The release's objects, among them the Service that becomes the deployment result.
+		installed := func() {
+			hr.Status.Inventory = &helmv2.ResourceInventory{Entries: []helmv2.ResourceRef{
+				{ID: ns + "_frontend_apps_Deployment", Version: "v1"}, {ID: ns + "_frontend__Service", Version: "v1"}}}
+		}
+		testenv.Eventually(t, time.Minute, func() error {
+			return testenv.UpdateFluxStatus(ctx, h.env.Client, hr, installed,
+				cond(meta.ReadyCondition, True, helmv2.InstallSucceededReason, "Helm install succeeded"),
+				cond(helmv2.ReleasedCondition, True, helmv2.InstallSucceededReason, "Helm install succeeded"))
+		})
 		waitForReady(t, h, ad53, True, meta.SucceededReason)
 
 		// A Service the chart renders appears later: the Service watch brings it into the results.

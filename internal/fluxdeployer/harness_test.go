@@ -49,6 +49,8 @@ type harness struct {
 	env *testenv.Env
 	// claims is a cache with the workload-name index, as the manager's: the API server cannot answer the index.
 	claims client.Reader
+	// schemas are the Flux kinds' spec schemas as the API server publishes them, read once for every test.
+	schemas *specSchemas
 }
 
 // The package's harness, set up once by TestMain for every test, so that any test runs alone by name too.
@@ -80,7 +82,11 @@ func newHarness(env *testenv.Env) (*harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &harness{env: env, claims: claims}
+	schemas, err := newSpecSchemas(env.Config)
+	if err != nil {
+		return nil, err
+	}
+	h := &harness{env: env, claims: claims, schemas: schemas}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: configNamespace}}
 	return h, env.Client.Create(context.Background(), ns)
 }
@@ -136,7 +142,7 @@ func (h *harness) directVia(configName string, c client.Client) (*Reconciler, *r
 	recorder := record.NewFakeRecorder(100)
 	return &Reconciler{
 		client: c, apiReader: c, secrets: newPresence(c, "Secret"), serviceAccounts: newPresence(c, "ServiceAccount"), serviceReader: c, claims: h.claims,
-		scheme: h.env.Scheme, recorder: recorder,
+		scheme: h.env.Scheme, recorder: recorder, schemas: h.schemas,
 		config: &configSource{reader: c, key: types.NamespacedName{Namespace: configNamespace, Name: configName}, recorder: recorder},
 	}, recorder
 }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/inventory"
 	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
@@ -30,6 +31,9 @@ type fluxObject interface {
 	client.Object
 	conditions.Getter
 }
+
+// timeoutField is the spec field of every owned Flux kind that bounds how long its controller waits.
+const timeoutField = "timeout"
 
 // fluxKind is everything the deployer does differently per Flux kind. fluxKindTable lists every kind it writes or
 // reads, so that apply, pass-on, teardown, the watches, the cache transform and the status mapping cover the same
@@ -41,14 +45,15 @@ type fluxKind struct {
 	// observedGeneration is the generation the object's status was written for.
 	observedGeneration func(fluxObject) int64
 	// trim keeps, of the object, what the deployer reads (see TrimFluxStatus): its metadata, of its status the
-	// conditions and observedGeneration, of its spec only the fields read from the cache (suspend, and what
-	// workload reads); of a kind it does not own, nothing of the spec or annotations.
+	// conditions, observedGeneration and the Services of an inventory, of its spec only the fields read from the
+	// cache (suspend, and what workload reads); of a kind it does not own, nothing of the spec or annotations.
 	trim func(fluxObject)
 	// owned kinds are the deployer's: it applies them, passes suspend and reconcile requests on to them and
 	// deletes them in a teardown. The others are created by a Flux controller and only read.
 	owned bool
-	// ownedUnset are the spec fields the deployer decides by leaving them unset (see foreignFields).
-	ownedUnset []string
+	// tuning are the spec fields, as dotted paths below spec, that a platform may set on the deployer's objects
+	// of the kind: every other field the deployer leaves unset is taken back (see takeBack).
+	tuning []string
 	// healthy is the condition a deployment kind reports its workloads' health in; "" for a source.
 	healthy string
 	// waitsForSource tells whether a deployment kind's Ready condition says only that its source has no artifact
@@ -75,14 +80,18 @@ var fluxKindTable = []*fluxKind{
 		},
 		trim: func(o fluxObject) {
 			hr := o.(*helmv2.HelmRelease)
+			inv := hr.Status.Inventory
 			hr.Spec = helmv2.HelmReleaseSpec{Suspend: hr.Spec.Suspend, ReleaseName: hr.Spec.ReleaseName}
 			hr.Status = helmv2.HelmReleaseStatus{ObservedGeneration: hr.Status.ObservedGeneration, Conditions: hr.Status.Conditions}
+			if inv != nil {
+				hr.Status.Inventory = &helmv2.ResourceInventory{Entries: servicesOnly(inv.Entries, func(e helmv2.ResourceRef) string { return e.ID })}
+			}
 		},
 		owned: true,
-		ownedUnset: []string{
-			"values", "valuesFrom", "postRenderers", "chart.spec.valuesFiles", "chart.spec.sourceRef.namespace",
-			"chartRef.namespace", "commonMetadata.annotations", "kubeConfig", "serviceAccountName",
-		},
+		// How long Helm waits (install and upgrade have the deployer's timeout; uninstall and rollback wait for
+		// finalizers and slow workloads), how many release revisions it keeps, how often the chart is looked at,
+		// and whether helm-controller keeps its client between reconciles.
+		tuning:  []string{timeoutField, "uninstall.timeout", "rollback.timeout", "maxHistory", "chart.spec.interval", "persistentClient"},
 		healthy: helmv2.ReleasedCondition,
 		// helm-controller's reason while the chart's source is not ready (it has no constant in the API).
 		waitsForSource: func(c *metav1.Condition) bool {
@@ -100,14 +109,17 @@ var fluxKindTable = []*fluxKind{
 		},
 		trim: func(o fluxObject) {
 			ks := o.(*kustomizev1.Kustomization)
+			inv := ks.Status.Inventory
 			ks.Spec = kustomizev1.KustomizationSpec{Suspend: ks.Spec.Suspend, NameSuffix: ks.Spec.NameSuffix}
 			ks.Status = kustomizev1.KustomizationStatus{ObservedGeneration: ks.Status.ObservedGeneration, Conditions: ks.Status.Conditions}
+			if inv != nil {
+				ks.Status.Inventory = &kustomizev1.ResourceInventory{Entries: servicesOnly(inv.Entries, func(e kustomizev1.ResourceRef) string { return e.ID })}
+			}
 		},
 		owned: true,
-		ownedUnset: []string{
-			"patches", "images", "postBuild", "components", "namePrefix", "sourceRef.namespace",
-			"commonMetadata.annotations", "kubeConfig", "serviceAccountName",
-		},
+		// How soon a failed apply is tried again, and further objects whose health Ready waits for: they can only
+		// hold Ready back (with wait, the deployer's default, kustomize-controller checks every object anyway).
+		tuning:  []string{"retryInterval", "healthChecks"},
 		healthy: meta.HealthyCondition,
 		// kustomize-controller's words for a source without an artifact ("Source artifact not found, retrying …",
 		// "Source is not ready, artifact not found"), under a reason it also gives real fetch failures.
@@ -130,8 +142,8 @@ var fluxKindTable = []*fluxKind{
 			repo.Spec = sourcev1.HelmRepositorySpec{Suspend: repo.Spec.Suspend}
 			repo.Status = sourcev1.HelmRepositoryStatus{ObservedGeneration: repo.Status.ObservedGeneration, Conditions: repo.Status.Conditions}
 		},
-		owned:      true,
-		ownedUnset: []string{"insecure", "secretRef", "passCredentials"},
+		owned:  true,
+		tuning: []string{timeoutField}, // how long a fetch may take
 		// An OCI HelmRepository has no status: the HelmChart helm-controller creates for the HelmRelease's
 		// chart.spec, <namespace>-<name> in the HelmRepository's namespace, reports the fetch.
 		statusFrom: func(key types.NamespacedName) (string, types.NamespacedName) {
@@ -149,10 +161,8 @@ var fluxKindTable = []*fluxKind{
 			repo.Spec = sourcev1.OCIRepositorySpec{Suspend: repo.Spec.Suspend}
 			repo.Status = sourcev1.OCIRepositoryStatus{ObservedGeneration: repo.Status.ObservedGeneration, Conditions: repo.Status.Conditions}
 		},
-		owned: true,
-		ownedUnset: []string{
-			"ref.digest", "ref.tag", "ref.semver", "ref.semverFilter", "layerSelector", "ignore", "insecure", "secretRef",
-		},
+		owned:  true,
+		tuning: []string{timeoutField}, // how long a fetch may take
 	},
 	{
 		gvk: sourcev1.GroupVersion.WithKind(sourcev1.HelmChartKind),
@@ -248,12 +258,12 @@ func unknownKind(what string) error {
 }
 
 // TrimFluxStatus is a cache transform that keeps, of a Flux object, what the deployer reads from the cache. Of the
-// status that is the conditions and observedGeneration; the rest is Flux's record of its own work and can be most
-// of the object: a Kustomization's inventory lists every object it applied, a HelmRelease's history its last
-// releases, a source its artifact. Of the spec of a kind the deployer applies only suspend and the names the
-// status reports stay: whether a Flux object is still as applied is told by its metadata and its generation,
-// which the API server raises on every change of the spec (see apply), and the spec is read from the API server
-// only when that says it changed. Of a HelmChart, which helm-controller creates and the deployer only reads the
+// status that is the conditions, observedGeneration and, of an inventory, the Services (the deployment results
+// are read from them); the rest is Flux's record of its own work and can be most of the object: a Kustomization's
+// inventory lists every object it applied, a HelmRelease's history its last releases, a source its artifact. Of
+// the spec of a kind the deployer applies only suspend and the names the status reports stay: whether a Flux
+// object is still as applied is told by its metadata and its generation, which the API server raises on every
+// change of the spec (see apply), and the spec is read from the API server only when that says it changed. Of a HelmChart, which helm-controller creates and the deployer only reads the
 // fetch's status of, the spec and annotations go. The cache holds two or three Flux objects per
 // ArtifactDeployment, and 10,000 ArtifactDeployments must fit in 150 MiB. Other objects pass unchanged.
 func TrimFluxStatus(obj any) (any, error) {
@@ -263,6 +273,18 @@ func TrimFluxStatus(obj any) (any, error) {
 		}
 	}
 	return obj, nil
+}
+
+// servicesOnly keeps, of a HelmRelease's or a Kustomization's inventory entries (two types of one shape), the
+// Services', which the deployment results are read from (see collectResults).
+func servicesOnly[E any](entries []E, id func(E) string) []E {
+	var services []E
+	for _, e := range entries {
+		if inventory.Parse(id(e)).IsService() {
+			services = append(services, e)
+		}
+	}
+	return services
 }
 
 // helmChartOwner maps the HelmChart helm-controller creates (without an owner reference) to the

@@ -21,9 +21,10 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 )
 
-// TestTrimFluxStatusKeepsWhatTheDeployerReads: conditions and observedGeneration stay, Flux's own records go; of
-// a kind the deployer applies the metadata stay (apply compares them) and of the spec only suspend and the names
-// the status reports (release name, name suffix). Of a HelmChart, which helm-controller writes, the labels that
+// TestTrimFluxStatusKeepsWhatTheDeployerReads: conditions, observedGeneration and the Services of an inventory
+// (the deployment results are read from them) stay, Flux's own records go; of a kind the deployer applies the
+// metadata stay (apply compares them) and of the spec only suspend and the names the status reports (release
+// name, name suffix). Of a HelmChart, which helm-controller writes, the labels that
 // lead to its ArtifactDeployment stay, its spec and annotations go. The deployer's tests run their managers with
 // this transform, as the binary does (harness startDeployer).
 func TestTrimFluxStatusKeepsWhatTheDeployerReads(t *testing.T) {
@@ -33,17 +34,22 @@ func TestTrimFluxStatusKeepsWhatTheDeployerReads(t *testing.T) {
 		Spec: helmv2.HelmReleaseSpec{ReleaseName: "app", Suspend: true, TargetNamespace: "apps", Interval: metav1.Duration{Duration: time.Minute},
 			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{Chart: "app", Version: "1.0.0"}}},
 		Status: helmv2.HelmReleaseStatus{ObservedGeneration: 3, Conditions: ready, LastAttemptedRevision: "1.0.0",
-			History: helmv2.Snapshots{{Name: "app", Version: 1}}},
+			History: helmv2.Snapshots{{Name: "app", Version: 1}},
+			Inventory: &helmv2.ResourceInventory{Entries: []helmv2.ResourceRef{
+				{ID: "apps_app__Service", Version: "v1"}, {ID: "apps_app-config__ConfigMap", Version: "v1"}}}},
 	}
 	ks := &kustomizev1.Kustomization{
 		Spec: kustomizev1.KustomizationSpec{NameSuffix: "-e1mvwibzp5", Path: "./deploy", Prune: true,
 			SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: "app"}},
 		Status: kustomizev1.KustomizationStatus{ObservedGeneration: 3, Conditions: ready,
-			Inventory: &kustomizev1.ResourceInventory{Entries: []kustomizev1.ResourceRef{{ID: "default_app_apps_Deployment", Version: "v1"}}}}}
+			Inventory: &kustomizev1.ResourceInventory{Entries: []kustomizev1.ResourceRef{
+				{ID: "default_app_apps_Deployment", Version: "v1"}, {ID: "default_app__Service", Version: "v1"}}}}}
 	wantHR := &helmv2.HelmRelease{ObjectMeta: hr.ObjectMeta, Spec: helmv2.HelmReleaseSpec{ReleaseName: "app", Suspend: true},
-		Status: helmv2.HelmReleaseStatus{ObservedGeneration: 3, Conditions: ready}}
+		Status: helmv2.HelmReleaseStatus{ObservedGeneration: 3, Conditions: ready,
+			Inventory: &helmv2.ResourceInventory{Entries: []helmv2.ResourceRef{{ID: "apps_app__Service", Version: "v1"}}}}}
 	wantKS := &kustomizev1.Kustomization{Spec: kustomizev1.KustomizationSpec{NameSuffix: "-e1mvwibzp5"},
-		Status: kustomizev1.KustomizationStatus{ObservedGeneration: 3, Conditions: ready}}
+		Status: kustomizev1.KustomizationStatus{ObservedGeneration: 3, Conditions: ready,
+			Inventory: &kustomizev1.ResourceInventory{Entries: []kustomizev1.ResourceRef{{ID: "default_app__Service", Version: "v1"}}}}}
 	repo := &sourcev1.OCIRepository{Spec: sourcev1.OCIRepositorySpec{URL: "oci://registry.example.com/app", Suspend: true}}
 	wantRepo := &sourcev1.OCIRepository{Spec: sourcev1.OCIRepositorySpec{Suspend: true}}
 	chartLabels := map[string]string{helmNameLabel: "app", helmNamespaceLabel: "default"}

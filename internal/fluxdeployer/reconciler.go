@@ -36,6 +36,7 @@ type Reconciler struct {
 	kinds           *fluxKinds    // the Flux kinds the API server serves; nil: all
 	remote          RemoteOptions // bounds remote calls and each reconcile
 	applied         lastApplies   // what each ArtifactDeployment's last full reconcile applied
+	schemas         *specSchemas  // the Flux kinds' spec schemas, for the defaults of the fields taken back
 }
 
 // Reconcile brings the Flux objects of one ArtifactDeployment in line with it and reports their state.
@@ -175,7 +176,7 @@ func (r *Reconciler) report(ctx context.Context, ad *konfidencev1.ArtifactDeploy
 	if r.observeWorkloads(ctx, ad, t, deployment, previous) {
 		interval = min(interval, workloadRecheck)
 	}
-	if err := r.results(ctx, ad, t); err != nil {
+	if err := r.results(ctx, ad, t, deployment.obj); err != nil {
 		// Stalled on a kubeconfig Secret (refused as unsafe, say), which is not watched: looked at again every
 		// interval, so that the tenant's fix is taken up.
 		return ctrl.Result{RequeueAfter: interval}, err

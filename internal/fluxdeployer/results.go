@@ -11,9 +11,11 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/inventory"
 	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
@@ -35,8 +37,9 @@ type servicePort struct {
 
 // collectResults records one result per Service of the deployment that carries the deployment-result annotation
 // (its value names the result; empty means the Service's name). Services are found by the label Flux stamps on
-// everything it renders for this ArtifactDeployment.
-func (r *Reconciler) collectResults(ctx context.Context, ad *konfidencev1.ArtifactDeployment, t target) error {
+// everything it renders for this ArtifactDeployment, and count only when the deployment Flux object's inventory
+// lists them: in a target namespace other tenants deploy into too, anyone may put the label on a Service.
+func (r *Reconciler) collectResults(ctx context.Context, ad *konfidencev1.ArtifactDeployment, t target, deployment fluxObject) error {
 	reader, err := r.targetReader(ctx, ad.Namespace, t)
 	if err != nil {
 		return err
@@ -46,11 +49,17 @@ func (r *Reconciler) collectResults(ctx context.Context, ad *konfidencev1.Artifa
 		client.MatchingLabels{konfidencev1.ArtifactDeploymentLabel: ad.Name}); err != nil {
 		return listFailed(t, err)
 	}
+	deployed := map[types.NamespacedName]bool{}
+	for _, ref := range inventory.Of(deployment) {
+		if ref.IsService() {
+			deployed[types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}] = true
+		}
+	}
 	claimedBy := map[string]string{}
 	var results []konfidencev1.DeploymentResult
 	for _, svc := range services.Items {
 		name, ok := svc.Annotations[konfidencev1.DeploymentResultLabel]
-		if !ok {
+		if !ok || !deployed[client.ObjectKeyFromObject(&svc)] {
 			continue
 		}
 		if name == "" {
@@ -110,14 +119,14 @@ func (r *Reconciler) targetReader(ctx context.Context, namespace string, t targe
 	return r.remote.remoteReader(ctx, data, source, r.scheme)
 }
 
-// results collects the deployment results once Flux reports the artifact deployed; until then the previous ones
-// stand, since a rollout in progress leaves the old Services serving.
-func (r *Reconciler) results(ctx context.Context, ad *konfidencev1.ArtifactDeployment, t target) error {
+// results collects the deployment results of the deployment Flux object once Flux reports the artifact deployed;
+// until then the previous ones stand, since a rollout in progress leaves the old Services serving.
+func (r *Reconciler) results(ctx context.Context, ad *konfidencev1.ArtifactDeployment, t target, deployment fluxObject) error {
 	if !conditions.IsTrue(ad, konfidencev1.ArtifactDeployedCondition) {
 		conditions.MarkUnknown(ad, konfidencev1.DeploymentResultCreatedCondition, meta.ProgressingReason, "waiting for the deployment")
 		return nil
 	}
-	err := r.collectResults(ctx, ad, t)
+	err := r.collectResults(ctx, ad, t, deployment)
 	if err != nil {
 		e := outcome.As(err, konfidencev1.DeploymentResultFailedReason)
 		conditions.MarkFalse(ad, konfidencev1.DeploymentResultCreatedCondition, e.Reason, "%s", e.Err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
@@ -18,7 +19,9 @@ import (
 )
 
 // TestDeploymentResults: annotated Services of a deployment become its results, two Services claiming one
-// result name are refused, and a remote target's Services are read through its kubeconfig.
+// result name are refused, a remote target's Services are read through its kubeconfig, and in a shared target
+// namespace a Service that carries the deployment's label but is not in its Kustomization's inventory (another
+// tenant's) is no result.
 func TestDeploymentResults(t *testing.T) {
 	h := testHarness(t)
 	// service is what kustomize-controller applies from a bundle, with the deployer's commonMetadata label and the
@@ -43,7 +46,8 @@ func TestDeploymentResults(t *testing.T) {
 		h.namespace(t, ns)
 		h.configMap(t, ns, nil)
 		r, _ := h.direct(ns)
-		ad := deployed(t, h, r, ns)
+		ad := deployed(t, h, r, ns, serviceID(ns, "api-1-2-3-e1mvwibzp5"), serviceID(ns, "web-1-2-3-e1mvwibzp5"),
+			serviceID(ns, "metrics-1-2-3-e1mvwibzp5"), ns+"_web-1-2-3-e1mvwibzp5_apps_Deployment")
 		h.create(t,
 			service(ns, "api-1-2-3-e1mvwibzp5", ad.Name, "api", http, grpc),
 			service(ns, "web-1-2-3-e1mvwibzp5", ad.Name, "", http),             // empty: the Service's name
@@ -68,7 +72,7 @@ func TestDeploymentResults(t *testing.T) {
 		h.namespace(t, ns)
 		h.configMap(t, ns, nil)
 		r, recorder := h.direct(ns)
-		ad := deployed(t, h, r, ns)
+		ad := deployed(t, h, r, ns, serviceID(ns, "api-a"), serviceID(ns, "api-b"))
 		h.create(t, service(ns, "api-a", ad.Name, "api", http), service(ns, "api-b", ad.Name, "api", http))
 		got, err := h.reconcile(t, r, ad)
 		if err != nil {
@@ -95,7 +99,7 @@ func TestDeploymentResults(t *testing.T) {
 		r, _ := h.direct(ns)
 		r.serviceReader = unusableReader{t}
 		r.remote.AllowedTargetHosts = []string{loopback}
-		ad := deployed(t, h, r, ns)
+		ad := deployed(t, h, r, ns, serviceID("remote-apps", "api-1-2-3-e1mvwibzp5"))
 		h.create(t, service("remote-apps", "api-1-2-3-e1mvwibzp5", ad.Name, "api", http))
 		got, err := h.reconcile(t, r, ad)
 		if err != nil {
@@ -106,30 +110,75 @@ func TestDeploymentResults(t *testing.T) {
 			"api": {Namespace: "remote-apps", K8sName: "api-1-2-3-e1mvwibzp5", Ports: []servicePort{{Name: "http", Port: 80, Protocol: "TCP"}}},
 		})
 	})
+
+	t.Run("another tenant's Service in a shared target namespace", func(t *testing.T) {
+		ns := "results-shared"
+		h.namespace(t, ns)
+		h.namespace(t, "shared-apps")
+		h.configMap(t, ns, map[string]string{targetNamespaceKey: "shared-apps"})
+		r, _ := h.direct(ns)
+		// Every ArtifactDeployment of this name would deploy into the shared namespace with this configuration:
+		// the older ones of the other subtests would hold the claim on its names.
+		ad := deployedAs(t, h, r, ns, "backend-1-2-3-sh4r3dt3nt", serviceID("shared-apps", "api-1-2-3-sh4r3dt3nt"))
+		// Another tenant deploys into the same namespace Services labelled with this deployment's name: one
+		// claims its result name, one adds a result.
+		h.create(t,
+			service("shared-apps", "api-1-2-3-sh4r3dt3nt", ad.Name, "api", http),
+			service("shared-apps", "impostor", ad.Name, "api", http),
+			service("shared-apps", "admin", ad.Name, "admin", grpc),
+		)
+		got, err := h.reconcile(t, r, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertCondition(t, got, meta.ReadyCondition, True, meta.SucceededReason)
+		assertResults(t, got, map[string]serviceResultSpec{
+			"api": {Namespace: "shared-apps", K8sName: "api-1-2-3-sh4r3dt3nt", Ports: []servicePort{{Name: "http", Port: 80, Protocol: "TCP"}}},
+		})
+	})
 }
 
-// deployed creates a kustomize ArtifactDeployment whose Flux objects report success, so that the next reconcile
-// collects its results.
-func deployed(t *testing.T, h *harness, r *Reconciler, ns string) *konfidencev1.ArtifactDeployment {
+// serviceID is a Service's ID in a Flux inventory.
+func serviceID(namespace, name string) string { return namespace + "_" + name + "__Service" }
+
+// deployed creates a kustomize ArtifactDeployment whose Flux objects report success, the Kustomization having
+// applied the objects of the inventory IDs, so that the next reconcile collects its results.
+func deployed(t *testing.T, h *harness, r *Reconciler, ns string, inventory ...string) *konfidencev1.ArtifactDeployment {
 	t.Helper()
-	ad := artifactDeployment(ns, "backend-1-2-3-e1mvwibzp5", KustomizeManifestType,
+	return deployedAs(t, h, r, ns, "backend-1-2-3-e1mvwibzp5", inventory...)
+}
+
+// deployedAs is deployed with the ArtifactDeployment's name.
+func deployedAs(t *testing.T, h *harness, r *Reconciler, ns, name string, inventory ...string) *konfidencev1.ArtifactDeployment {
+	t.Helper()
+	ad := artifactDeployment(ns, name, KustomizeManifestType,
 		resource("bundle", "kustomize", ociAccess("ociArtifact", "registry.example.com/bundles/backend:1.2.3")))
 	h.create(t, ad)
 	if _, err := h.reconcile(t, r, ad); err != nil {
 		t.Fatal(err)
 	}
-	h.deployedStatus(t, ad)
+	h.deployedStatus(t, ad, inventory...)
 	return ad
 }
 
-// deployedStatus writes the status source-controller and kustomize-controller report once ad is deployed.
-func (h *harness) deployedStatus(t *testing.T, ad *konfidencev1.ArtifactDeployment) {
+// deployedStatus writes the status source-controller and kustomize-controller report once ad is deployed, the
+// Kustomization's inventory listing the objects of the IDs.
+func (h *harness) deployedStatus(t *testing.T, ad *konfidencev1.ArtifactDeployment, inventory ...string) {
 	t.Helper()
 	testenv.SetFluxStatus(t, h.env.Client, &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name}},
 		cond(meta.ReadyCondition, True, meta.SucceededReason, "stored artifact"))
-	testenv.SetFluxStatus(t, h.env.Client, &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name}},
-		cond(meta.ReadyCondition, True, meta.ReconciliationSucceededReason, "Applied revision: 1.2.3"),
-		cond(meta.HealthyCondition, True, meta.SucceededReason, "Health check passed"))
+	ks := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: ad.Namespace, Name: ad.Name}}
+	applied := func() {
+		ks.Status.Inventory = &kustomizev1.ResourceInventory{Entries: []kustomizev1.ResourceRef{}}
+		for _, id := range inventory {
+			ks.Status.Inventory.Entries = append(ks.Status.Inventory.Entries, kustomizev1.ResourceRef{ID: id, Version: "v1"})
+		}
+	}
+	testenv.Eventually(t, time.Minute, func() error {
+		return testenv.UpdateFluxStatus(context.Background(), h.env.Client, ks, applied,
+			cond(meta.ReadyCondition, True, meta.ReconciliationSucceededReason, "Applied revision: 1.2.3"),
+			cond(meta.HealthyCondition, True, meta.SucceededReason, "Health check passed"))
+	})
 }
 
 // assertResultsRefused fails unless ad's deployment results were refused for good with the reason.

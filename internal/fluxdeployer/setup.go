@@ -107,6 +107,10 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 	if err != nil {
 		return nil, err
 	}
+	schemas, err := newSpecSchemas(mgr.GetConfig())
+	if err != nil {
+		return nil, err
+	}
 	r := &Reconciler{
 		client:          mgr.GetClient(),
 		apiReader:       mgr.GetAPIReader(),
@@ -120,6 +124,7 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		metrics:         shared.DurationMetrics(mgr, "ArtifactDeployment"),
 		kinds:           &fluxKinds{},
 		remote:          o.Remote,
+		schemas:         schemas,
 	}
 	appeared := make(chan event.GenericEvent, 1)
 	c, err := ctrl.NewControllerManagedBy(mgr).

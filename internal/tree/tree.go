@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/inventory"
 	"github.com/fluxdeployer/fluxdeployer/internal/podstatus"
 )
 
@@ -236,22 +237,18 @@ func fluxObjects(ctx context.Context, c client.Reader, ad *konfidencev1.Artifact
 	for i := range releases.Items {
 		hr := &releases.Items[i]
 		n := fluxNode(helmv2.HelmReleaseKind, hr, hr.Spec.Suspend, hr.Status.LastAttemptedRevision, hr.Status.LastHandledReconcileAt)
-		if inv := releases.Items[i].Status.Inventory; inv != nil {
-			var err error
-			if n.Children, err = withPods(ctx, c, workloads(inventoryIDs(inv.Entries, func(e helmv2.ResourceRef) string { return e.ID }))); err != nil {
-				return nil, nil, err
-			}
+		var err error
+		if n.Children, err = withPods(ctx, c, workloads(inventory.Of(hr))); err != nil {
+			return nil, nil, err
 		}
 		nodes = append(nodes, n)
 	}
 	for i := range kustomizations.Items {
 		ks := &kustomizations.Items[i]
 		n := fluxNode(kustomizev1.KustomizationKind, ks, ks.Spec.Suspend, ks.Status.LastAppliedRevision, ks.Status.LastHandledReconcileAt)
-		if inv := kustomizations.Items[i].Status.Inventory; inv != nil {
-			var err error
-			if n.Children, err = withPods(ctx, c, workloads(inventoryIDs(inv.Entries, func(e kustomizev1.ResourceRef) string { return e.ID }))); err != nil {
-				return nil, nil, err
-			}
+		var err error
+		if n.Children, err = withPods(ctx, c, workloads(inventory.Of(ks))); err != nil {
+			return nil, nil, err
 		}
 		nodes = append(nodes, n)
 	}
@@ -266,35 +263,16 @@ func fluxNode(kind string, obj withConditions, suspended bool, revision, lastHan
 	return n
 }
 
-// inventoryIDs takes the IDs of helm-controller's or kustomize-controller's inventory entries (two types of one
-// shape).
-func inventoryIDs[E any](entries []E, id func(E) string) []string {
-	ids := make([]string, len(entries))
-	for i, e := range entries {
-		ids[i] = id(e)
-	}
-	return ids
-}
-
 // workloads lists an inventory's objects by kind, then namespace and name, whatever order Flux stored them in.
-func workloads(ids []string) []*Node {
-	nodes := make([]*Node, 0, len(ids))
-	for _, id := range ids {
-		nodes = append(nodes, workload(id))
+func workloads(refs []inventory.Ref) []*Node {
+	nodes := make([]*Node, 0, len(refs))
+	for _, r := range refs {
+		nodes = append(nodes, &Node{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name})
 	}
 	slices.SortFunc(nodes, func(a, b *Node) int {
 		return strings.Compare(a.Kind+"/"+a.Namespace+"/"+a.Name, b.Kind+"/"+b.Namespace+"/"+b.Name)
 	})
 	return nodes
-}
-
-// workload reads an inventory entry's ID, "<namespace>_<name>_<group>_<kind>" (names and namespaces hold no "_").
-func workload(id string) *Node {
-	parts := strings.SplitN(id, "_", 4)
-	if len(parts) != 4 {
-		return &Node{Kind: "?", Name: id}
-	}
-	return &Node{Kind: parts[3], Namespace: parts[0], Name: parts[1]}
 }
 
 // withPods adds to each Deployment among the workloads its replicas' readiness and its pods, each Ready as the

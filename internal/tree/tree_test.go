@@ -3,10 +3,16 @@ package tree
 import (
 	"strings"
 	"testing"
+
+	"github.com/fluxdeployer/fluxdeployer/internal/inventory"
 )
 
 func TestWorkloadsAreSortedAndParsed(t *testing.T) {
-	got := workloads([]string{"apps_web__Service", "apps_web-config__ConfigMap", "apps_web_apps_Deployment", "broken"})
+	var refs []inventory.Ref
+	for _, id := range []string{"apps_web__Service", "apps_web-config__ConfigMap", "apps_web_apps_Deployment", "broken"} {
+		refs = append(refs, inventory.Parse(id))
+	}
+	got := workloads(refs)
 	var names []string
 	for _, n := range got {
 		names = append(names, n.Kind+"/"+n.Namespace+"/"+n.Name)

@@ -33,6 +33,7 @@ manifests: ## Generate CRDs and RBAC under config/, and their copies the Helm ch
 	rm -f charts/fluxdeployer/files/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/fluxdeployer/files/crds/
 	cp config/rbac/role.yaml charts/fluxdeployer/files/role.yaml
+	cp config/sharding/policy/shard_key_policy.yaml charts/fluxdeployer/files/shard_key_policy.yaml
 
 .PHONY: api-docs
 api-docs: manifests ## Write the API reference docs/api from the CRDs (hack/apidocs).

@@ -86,6 +86,9 @@ func TestNodeShardedInstall(t *testing.T) {
 			Spec:       konfidencev1.VectorDeploymentSpec{Vector: vector},
 		}
 		if in.key != "" {
+			// config/sharding's admission policy admits only the key of the object's Namespace, which the
+			// platform labels.
+			labelNamespace(t, in.vd.Namespace, konfidencev1.ShardKeyLabel, in.key)
 			in.vd.Labels = map[string]string{konfidencev1.ShardKeyLabel: in.key}
 		}
 		if err := env.Client.Create(ctx, in.vd); err != nil {
@@ -244,8 +247,16 @@ func unshard(t *testing.T, image string, instances []*shardInstance) {
 	ctx := context.Background()
 	deleteNamespaces(t)
 	begin := time.Now()
+	sharding := render(t, image, "config/sharding")
 	if err := controlplane.Apply(ctx, env.Client, render(t, image, "config/default")); err != nil {
 		t.Fatal(err)
+	}
+	for _, u := range sharding {
+		if u.GetAPIVersion() == "admissionregistration.k8s.io/v1" {
+			if err := env.Client.Delete(ctx, u); err != nil && !apierrors.IsNotFound(err) {
+				t.Error(err)
+			}
+		}
 	}
 	for _, in := range instances {
 		if in.key != "" {
@@ -279,4 +290,17 @@ func unshard(t *testing.T, image string, instances []*shardInstance) {
 	}
 	t.Logf("unsharded: shards deleted, %s leads the main Deployment again %s after the namespaces were gone",
 		leader.Name, time.Since(begin).Round(100*time.Millisecond))
+}
+
+// labelNamespace sets a label on a Namespace, as a platform team does.
+func labelNamespace(t *testing.T, name, key, value string) {
+	t.Helper()
+	ns := &corev1.Namespace{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, ns); err != nil {
+		t.Fatal(err)
+	}
+	metav1.SetMetaDataLabel(&ns.ObjectMeta, key, value)
+	if err := env.Client.Update(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -69,6 +70,14 @@ func TestTenantRolesAggregateIntoViewAndEdit(t *testing.T) {
 	ad := &konfidencev1.ArtifactDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: mine, Name: "chart"}}
 	forbidden("edit, creating an ArtifactDeployment (the operator's)", editor.Create(ctx, ad, client.DryRunAll))
 	allowed("edit, listing ArtifactDeployments", editor.List(ctx, &konfidencev1.ArtifactDeploymentList{}, client.InNamespace(mine)))
+	// Status is the operator's alone: a teardown reads from Ready's reason whether the operator suspended the Flux
+	// objects on purpose (and then deletes them without resuming, leaving their workloads), so a tenant who
+	// could write it would orphan workloads in a shared target namespace. Authorization comes before the object
+	// is looked up, so a right to write it would answer NotFound here.
+	suspendedOnPurpose := client.RawPatch(types.MergePatchType,
+		[]byte(`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"TargetNameConflict","message":"m","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`))
+	forbidden("edit, writing an ArtifactDeployment's status", editor.Status().Patch(ctx, ad, suspendedOnPurpose, client.DryRunAll))
+	forbidden("edit, writing a VectorDeployment's status", editor.Status().Patch(ctx, vd(mine), suspendedOnPurpose, client.DryRunAll))
 
 	allowed("view, listing VectorDeployments", viewer.List(ctx, &konfidencev1.VectorDeploymentList{}, client.InNamespace(mine)))
 	allowed("view, listing ArtifactDeployments", viewer.List(ctx, &konfidencev1.ArtifactDeploymentList{}, client.InNamespace(mine)))

@@ -42,6 +42,10 @@ import (
 
 type runOptions struct {
 	metricsAddr, healthAddr string
+	// profiling serves Go's profiles under /debug/pprof/ on the metrics endpoint. Off by default: the endpoint is
+	// reachable from the cluster's pods (Prometheus scrapes it), and a CPU profile or an execution trace, which
+	// anyone who reaches it could ask for at will, costs the operator CPU for as long as the caller chooses.
+	profiling bool
 	gracefulShutdownTimeout time.Duration
 	controllers             []string
 	// reuseControllerNames lets tests build several managers in one process: controller-runtime refuses a
@@ -101,9 +105,21 @@ func newRunCommand() *cobra.Command {
 	return cmd
 }
 
+// metricsOptions serves /metrics on --metrics-addr and, with --profiling, Go's profiles beside it, at the paths
+// Flux's controllers serve them.
+func (o *runOptions) metricsOptions() metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: o.metricsAddr}
+	if o.profiling {
+		opts.ExtraHandlers = pprof.GetHandlers()
+	}
+	return opts
+}
+
 // bindFlags registers the flags of run, with the names and defaults of Flux's controllers where they have one.
 func (o *runOptions) bindFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.metricsAddr, "metrics-addr", ":8080", "address the Prometheus metrics endpoint binds to (0 disables it)")
+	f.BoolVar(&o.profiling, "profiling", false,
+		"serve Go's profiles (heap, CPU, goroutines) under /debug/pprof/ on the metrics endpoint, as Flux's controllers do; off by default, since every pod that reaches the metrics port could then ask for them")
 	f.StringVar(&o.healthAddr, "health-addr", ":9440", "address the health and readiness probes bind to")
 	f.DurationVar(&o.gracefulShutdownTimeout, "graceful-shutdown-timeout", defaultGracefulShutdownTimeout,
 		"how long the reconciles in progress may take to finish once the process is asked to stop; below the pod's terminationGracePeriodSeconds (30s by default)")
@@ -194,8 +210,7 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 		Scheme:         scheme,
 		MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mapper, nil },
 		Cache:          cacheOptions,
-		// As Flux's controllers: /debug/pprof on the metrics endpoint, for heap and CPU profiles of a running pod.
-		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr, ExtraHandlers: pprof.GetHandlers()},
+		Metrics:                o.metricsOptions(),
 		HealthProbeBindAddress: o.healthAddr,
 		LeaderElection:         o.leaderElection.Enable,
 		LeaderElectionID:       o.leaderElectionID(),

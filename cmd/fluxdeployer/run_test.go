@@ -51,6 +51,49 @@ func TestManagerServesProbes(t *testing.T) {
 	}
 }
 
+// TestProfilesOnlyWithProfiling reads the metrics endpoint of the operator's manager: /metrics is served, Go's
+// profiles only with --profiling, since every pod that reaches the metrics port could otherwise have the operator
+// spend CPU on a profile or a trace for as long as it asks.
+func TestProfilesOnlyWithProfiling(t *testing.T) {
+	env := testenv.Start(t, filepath.Join(testenv.RepoRoot(), "internal", "fluxdeployer", "testdata", "crds"))
+	for _, tc := range []struct {
+		flags   []string
+		profile int // the status /debug/pprof/heap answers
+	}{
+		{flags: nil, profile: http.StatusNotFound},
+		{flags: []string{"--profiling"}, profile: http.StatusOK},
+	} {
+		t.Run(fmt.Sprintf("%v", tc.flags), func(t *testing.T) {
+			metricsAddr := testenv.FreeAddr(t)
+			o := parseRunOptions(t, append([]string{"--metrics-addr=" + metricsAddr, "--health-addr=0"}, tc.flags...)...)
+			o.reuseControllerNames = true
+			mgr, err := newManager(env.Config, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := testenv.RunManager(t, mgr)
+			defer stop()
+			status := func(path string) (int, error) {
+				resp, err := http.Get("http://" + metricsAddr + path)
+				if err != nil {
+					return 0, err
+				}
+				resp.Body.Close()
+				return resp.StatusCode, nil
+			}
+			testenv.Eventually(t, 30*time.Second, func() error {
+				if code, err := status("/metrics"); err != nil || code != http.StatusOK {
+					return fmt.Errorf("/metrics: %d, %v", code, err)
+				}
+				return nil
+			})
+			if code, err := status("/debug/pprof/heap"); err != nil || code != tc.profile {
+				t.Errorf("/debug/pprof/heap answered %d (%v), want %d", code, err, tc.profile)
+			}
+		})
+	}
+}
+
 // TestManagerStopsWithCallsInFlight asks the operator's manager to stop while a registry read and a call to a
 // remote target hang on servers that never answer: it stops within its --graceful-shutdown-timeout, without error.
 func TestManagerStopsWithCallsInFlight(t *testing.T) {

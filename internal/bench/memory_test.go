@@ -101,7 +101,7 @@ func startBinary(t testing.TB, kubeconfig, bin string, args ...string) (*control
 	t.Helper()
 	metricsAddr := testenv.FreeAddr(t)
 	p, err := controlplane.StartProcess(kubeconfig, []string{"RUNTIME_NAMESPACE=fluxdeployer-system"}, bin, append([]string{"run",
-		"--metrics-addr=" + metricsAddr, "--health-addr=" + testenv.FreeAddr(t), "--log-level=error"}, args...)...)
+		"--metrics-addr=" + metricsAddr, "--profiling", "--health-addr=" + testenv.FreeAddr(t), "--log-level=error"}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ package helm
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -177,6 +178,18 @@ func TestChartValues(t *testing.T) {
 			if !slices.Contains(main, "--watch-label-selector=!sharding.fluxcd.io/key") || !slices.Contains(main, "--enable-leader-election") {
 				t.Errorf("main Deployment's args %v, want leader election and the unsharded VectorDeployments", main)
 			}
+			// config/sharding's admission policy: an object's shard key is its Namespace's.
+			policy := objs["ValidatingAdmissionPolicy//fluxdeployer-shard-key"]
+			binding := objs["ValidatingAdmissionPolicyBinding//fluxdeployer-shard-key"]
+			if policy == nil || binding == nil {
+				t.Fatalf("no ValidatingAdmissionPolicy and binding fluxdeployer-shard-key in %v", keys(objs))
+			}
+			if name, _, _ := unstructured.NestedString(binding.Object, "spec", "policyName"); name != policy.GetName() {
+				t.Errorf("the binding names policy %q, want %q", name, policy.GetName())
+			}
+			if rules, _, _ := unstructured.NestedSlice(policy.Object, "spec", "validations"); len(rules) != 1 {
+				t.Errorf("policy validations %v, want config/sharding's", rules)
+			}
 			var pods []labels.Set
 			for _, shard := range []string{"shard1", "shard2"} {
 				d := objs["Deployment/"+namespace+"/fluxdeployer-"+shard]
@@ -246,6 +259,26 @@ func TestChartValues(t *testing.T) {
 		{"NetworkPolicy off", map[string]any{"networkPolicy": map[string]any{"enabled": false}}, func(t *testing.T, objs map[string]*unstructured.Unstructured) {
 			if objs["NetworkPolicy/"+namespace+"/fluxdeployer"] != nil {
 				t.Error("NetworkPolicy rendered with networkPolicy.enabled=false")
+			}
+		}},
+		{"metrics from Prometheus' namespace only", map[string]any{"networkPolicy": map[string]any{"metricsFrom": []any{
+			map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}},
+		}}}, func(t *testing.T, objs map[string]*unstructured.Unstructured) {
+			ingress, _, _ := unstructured.NestedSlice(objs["NetworkPolicy/"+namespace+"/fluxdeployer"].Object, "spec", "ingress")
+			peers := map[string]string{} // port: who may reach it
+			for _, rule := range ingress {
+				from, _ := json.Marshal(rule.(map[string]any)["from"])
+				ports, _ := rule.(map[string]any)["ports"].([]any)
+				for _, p := range ports {
+					peers[fmt.Sprint(p.(map[string]any)["port"])] = string(from)
+				}
+			}
+			want := map[string]string{
+				"http-metrics": `[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]`,
+				"healthz":      "null", // the kubelet's probes come from the node
+			}
+			if !maps.Equal(peers, want) {
+				t.Errorf("ingress by port %v, want %v", peers, want)
 			}
 		}},
 		{"one namespace watched", map[string]any{"flags": map[string]any{"watch-all-namespaces": false}},

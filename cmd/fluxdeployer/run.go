@@ -45,7 +45,7 @@ type runOptions struct {
 	// profiling serves Go's profiles under /debug/pprof/ on the metrics endpoint. Off by default: the endpoint is
 	// reachable from the cluster's pods (Prometheus scrapes it), and a CPU profile or an execution trace, which
 	// anyone who reaches it could ask for at will, costs the operator CPU for as long as the caller chooses.
-	profiling bool
+	profiling               bool
 	gracefulShutdownTimeout time.Duration
 	controllers             []string
 	// reuseControllerNames lets tests build several managers in one process: controller-runtime refuses a
@@ -207,9 +207,9 @@ func newManager(cfg *rest.Config, o runOptions) (ctrl.Manager, error) {
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:         scheme,
-		MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mapper, nil },
-		Cache:          cacheOptions,
+		Scheme:                 scheme,
+		MapperProvider:         func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mapper, nil },
+		Cache:                  cacheOptions,
 		Metrics:                o.metricsOptions(),
 		HealthProbeBindAddress: o.healthAddr,
 		LeaderElection:         o.leaderElection.Enable,

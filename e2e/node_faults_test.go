@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/node"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
@@ -127,4 +128,99 @@ func assertDeployedUnchanged(t *testing.T, when string, before, after map[string
 		}
 	}
 	t.Errorf("%s: no ArtifactDeployment among %v", when, slices.Sorted(maps.Keys(before)))
+}
+
+// TestNodeRestarts injects, phase by phase, what a node and its control plane go through into a Ready landscape of
+// real workloads (two VectorDeployments of one vector, sharing its Helm and Kustomize ArtifactDeployments):
+//   - the kubelet and containerd restarted, with the workloads', Flux's and the operator's pods running;
+//   - etcd and kube-apiserver restarted, etcd's history compacted while the API server is down, so that every
+//     watch of the operator resumes from a resource version that is gone and must list again.
+//
+// After each, once the landscape is Ready again, the same objects run it with the same specs (names, UIDs,
+// generations, labels, annotations, owners), every pod of the landscape, of Flux and of the operator is the same
+// pod with the same containers, and over an observation window the operator writes nothing: a relist is not a
+// rewrite.
+func TestNodeRestarts(t *testing.T) {
+	requireNode(t)
+	realNode, ok := realCluster.(*node.Cluster)
+	if !ok {
+		t.Skip("the faults are injected into the programs of this machine's node (make e2e-node); another cluster's are out of reach")
+	}
+	ctx := context.Background()
+	reg := newRegistry(t)
+	startFluxdeployer(t, map[string]string{"timeout": "30s", "wait": "true"})
+	workloadVector(t, reg, "acme.org/vectors/restarts", "1.0.0", "1.0.0", "")
+	vector := reg.Ref("", "acme.org/vectors/restarts", "1.0.0")
+	ns := newNamespace(t, "restarts")
+	vds := []*konfidencev1.VectorDeployment{createVectorDeployment(t, ns, "shop", vector), createVectorDeployment(t, ns, "shop-copy", vector)}
+	for _, vd := range vds {
+		t.Logf("VectorDeployment %s Ready %s after creation", vd.Name, waitReady(t, 4*time.Minute, vd).Round(100*time.Millisecond))
+	}
+	if ads := artifactDeploymentNames(t, ns); len(ads) != 3 {
+		t.Fatalf("ArtifactDeployments %v, want the 3 artifacts' shared by both VectorDeployments", ads)
+	}
+	podNamespaces := []string{ns, node.FluxNamespace, operatorNamespace()}
+
+	for _, phase := range []struct {
+		name   string
+		inject func() error
+	}{
+		{"kubelet and containerd restarted", func() error { return realNode.Restart(ctx, "kubelet", "containerd") }},
+		{"API server and etcd restarted, history compacted", func() error {
+			if err := realNode.StopPrograms("kube-apiserver", "etcd"); err != nil {
+				return err
+			}
+			down := time.Now()
+			if err := realNode.StartPrograms("etcd"); err != nil {
+				return err
+			}
+			revision, err := realNode.CompactEtcd(ctx)
+			if err != nil {
+				return err
+			}
+			t.Logf("etcd compacted to revision %d", revision)
+			if err := realNode.StartPrograms("kube-apiserver"); err != nil {
+				return err
+			}
+			return realNode.WaitReady(ctx, down)
+		}},
+	} {
+		t.Run(phase.name, func(t *testing.T) {
+			deployed, writes := deployedSpecs(t, ns), written(t, ns)
+			pods := map[string]map[string]string{}
+			for _, pns := range podNamespaces {
+				pods[pns] = podFingerprints(t, pns, nil)
+			}
+			begin := time.Now()
+			if err := phase.inject(); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("injected and the node Ready again after %s", time.Since(begin).Round(100*time.Millisecond))
+			testenv.Eventually(t, 3*time.Minute, func() error {
+				for _, vd := range vds {
+					if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vd), vd); err != nil {
+						return err
+					}
+					if !conditions.IsReady(vd) {
+						return fmt.Errorf("VectorDeployment %s: %+v", vd.Name, conditions.Get(vd, meta.ReadyCondition))
+					}
+				}
+				return workloadsReady(ctx, ns, 3)
+			})
+			t.Logf("landscape Ready, its workloads' pods ready, %s after the fault began", time.Since(begin).Round(100*time.Millisecond))
+
+			// The operator runs in a pod, so the test has no hook into its queue: the requirement is a window in
+			// which nothing is written, longer than its relist and the reconciles a relist triggers.
+			const window = 20 * time.Second
+			time.Sleep(window)
+			if after := written(t, ns); !maps.Equal(writes, after) {
+				t.Errorf("the operator wrote (object: before → after):%s", diff(writes, after))
+			}
+			assertDeployedUnchanged(t, phase.name, deployed, deployedSpecs(t, ns))
+			for _, pns := range podNamespaces {
+				assertPodsUnchanged(t, "pods of "+pns, pods[pns], podFingerprints(t, pns, nil))
+			}
+			t.Logf("%s: after %s of observation, %d objects unchanged and unwritten", phase.name, window, len(writes))
+		})
+	}
 }

@@ -314,10 +314,17 @@ func TestNodeWorkloadFailing(t *testing.T) {
 // assertWorkloadsReady checks that the namespace holds n Deployments, each with all its replicas ready.
 func assertWorkloadsReady(t *testing.T, namespace string, n int) {
 	t.Helper()
-	ctx := context.Background()
+	if err := workloadsReady(context.Background(), namespace, n); err != nil {
+		t.Error(err)
+	}
+}
+
+// workloadsReady says how the namespace falls short of n Deployments whose pods of the current generation are
+// all ready, or nil.
+func workloadsReady(ctx context.Context, namespace string, n int) error {
 	deployments := &appsv1.DeploymentList{}
 	if err := env.Client.List(ctx, deployments, client.InNamespace(namespace)); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	ready := 0
 	for _, d := range deployments.Items {
@@ -326,8 +333,9 @@ func assertWorkloadsReady(t *testing.T, namespace string, n int) {
 		}
 	}
 	if ready != n {
-		t.Errorf("%d Deployments ready in %s, want %d; pods: %s", ready, namespace, n, realCluster.PodStates(ctx, namespace, nil))
+		return fmt.Errorf("%d Deployments ready in %s, want %d; pods: %s", ready, namespace, n, realCluster.PodStates(ctx, namespace, nil))
 	}
+	return nil
 }
 
 func firstLine(s string) string {

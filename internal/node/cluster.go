@@ -48,6 +48,8 @@ type Cluster struct {
 	kubeAssets, nodeAssets string
 	mntFile                string
 	daemons                []*daemon
+	// stoppedDaemons are the programs StopPrograms stopped, for StartPrograms.
+	stoppedDaemons []*daemon
 	// createdRunContainerd: /run/containerd did not exist on the host and was made as a bind target.
 	createdRunContainerd bool
 	lock                 *os.File
@@ -154,13 +156,7 @@ func (c *Cluster) start(ctx context.Context, begin time.Time, images []Image) er
 	if err != nil {
 		return err
 	}
-	if err := c.waitFor(ctx, time.Minute, "kube-apiserver's /readyz", func() error {
-		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err != nil {
-			return fmt.Errorf("%w: %s", err, body)
-		}
-		return nil
-	}, "etcd", kubeAPIServer); err != nil {
+	if err := c.waitAPIServerReady(ctx, cs); err != nil {
 		return err
 	}
 	step("kube-apiserver ready")
@@ -168,21 +164,7 @@ func (c *Cluster) start(ctx context.Context, begin time.Time, images []Image) er
 	if err := c.startControllers(caPEM); err != nil {
 		return err
 	}
-	if err := c.waitFor(ctx, 2*time.Minute, "the Node Ready", func() error {
-		node, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, cond := range node.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status != corev1.ConditionTrue {
-				return fmt.Errorf("node %s Ready=%s %s: %s", nodeName, cond.Status, cond.Reason, cond.Message)
-			}
-			if cond.Type == corev1.NodeReady {
-				return nil
-			}
-		}
-		return fmt.Errorf("node %s has no Ready condition yet", nodeName)
-	}, kubelet, "containerd"); err != nil {
+	if err := c.waitNodeReady(ctx, cs, time.Time{}); err != nil {
 		return err
 	}
 	step("Node Ready")
@@ -194,6 +176,39 @@ func (c *Cluster) start(ctx context.Context, begin time.Time, images []Image) er
 	}
 	step("default ServiceAccount")
 	return nil
+}
+
+// waitAPIServerReady waits until kube-apiserver's /readyz answers OK.
+func (c *Cluster) waitAPIServerReady(ctx context.Context, cs kubernetes.Interface) error {
+	return c.waitFor(ctx, time.Minute, "kube-apiserver's /readyz", func() error {
+		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, body)
+		}
+		return nil
+	}, "etcd", kubeAPIServer)
+}
+
+// waitNodeReady waits until the Node is Ready, by a status the kubelet posted after since (any, when zero).
+func (c *Cluster) waitNodeReady(ctx context.Context, cs kubernetes.Interface, since time.Time) error {
+	return c.waitFor(ctx, 2*time.Minute, "the Node Ready", func() error {
+		node, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cond := range node.Status.Conditions {
+			switch {
+			case cond.Type != corev1.NodeReady:
+			case cond.Status != corev1.ConditionTrue:
+				return fmt.Errorf("node %s Ready=%s %s: %s", nodeName, cond.Status, cond.Reason, cond.Message)
+			case cond.LastHeartbeatTime.Time.Before(since.Truncate(time.Second)):
+				return fmt.Errorf("node %s Ready as last posted at %s, before %s", nodeName, cond.LastHeartbeatTime, since.Format(time.RFC3339))
+			default:
+				return nil
+			}
+		}
+		return fmt.Errorf("node %s has no Ready condition yet", nodeName)
+	}, kubelet, "containerd")
 }
 
 // startControlPlane starts etcd and kube-apiserver, and kube-proxy and the kubelet, which retry until the API

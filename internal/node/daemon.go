@@ -14,21 +14,22 @@ import (
 // daemon is one of the node's programs, run in the node's network and mount namespaces in a session of its own,
 // its output in DIR/logs/NAME.log.
 type daemon struct {
-	name, log string
-	cmd       *exec.Cmd
-	exited    chan struct{}
+	name, log, bin string
+	args           []string
+	cmd            *exec.Cmd
+	exited         chan struct{}
 }
 
 // startDaemon runs bin with args inside the node's namespaces. nsenter execs the program itself, so the process
-// it starts is the daemon.
+// it starts is the daemon. A program started again (Restart) writes on at the end of its log.
 func (c *Cluster) startDaemon(name, bin string, args ...string) error {
 	logPath := filepath.Join(c.Dir, "logs", name+".log")
-	logFile, err := os.Create(logPath)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	nsenter := append([]string{"--net=" + NetNSPath, "--mount=" + c.mntFile, "--wd=" + c.Dir, "--", bin}, args...)
-	d := &daemon{name: name, log: logPath, cmd: exec.Command("nsenter", nsenter...), exited: make(chan struct{})}
+	d := &daemon{name: name, log: logPath, bin: bin, args: args, cmd: exec.Command("nsenter", nsenter...), exited: make(chan struct{})}
 	// The runc shim containerd starts is the one built beside it, not one the machine may have.
 	d.cmd.Env = append(os.Environ(), "PATH="+c.nodeAssets+":"+os.Getenv("PATH"))
 	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile

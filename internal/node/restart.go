@@ -1,0 +1,104 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Restart restarts the named programs of the node, as an administrator's restart or a crash its supervisor
+// recovers from would: StopPrograms in the order given, StartPrograms in the reverse order, then WaitReady.
+func (c *Cluster) Restart(ctx context.Context, names ...string) error {
+	if err := c.StopPrograms(names...); err != nil {
+		return err
+	}
+	restarted := time.Now()
+	reversed := slices.Clone(names)
+	slices.Reverse(reversed)
+	if err := c.StartPrograms(reversed...); err != nil {
+		return err
+	}
+	return c.WaitReady(ctx, restarted)
+}
+
+// StopPrograms stops the named programs of the node in the order given (SIGTERM, SIGKILL after a grace period).
+// What they keep on disk survives, as on a real node: etcd's data, containerd's images and its record of the
+// containers, whose processes and shims keep running without it, the kubelet's state.
+func (c *Cluster) StopPrograms(names ...string) error {
+	for _, name := range names {
+		d := c.daemon(name)
+		if d == nil {
+			return fmt.Errorf("the node runs no %s", name)
+		}
+		d.stop(20 * time.Second)
+		c.daemons = slices.DeleteFunc(c.daemons, func(x *daemon) bool { return x == d })
+		c.stoppedDaemons = append(c.stoppedDaemons, d)
+	}
+	return nil
+}
+
+// StartPrograms starts, in the order given, programs StopPrograms stopped, with the arguments they had.
+func (c *Cluster) StartPrograms(names ...string) error {
+	for _, name := range names {
+		i := slices.IndexFunc(c.stoppedDaemons, func(d *daemon) bool { return d.name == name })
+		if i < 0 {
+			return fmt.Errorf("%s was not stopped", name)
+		}
+		d := c.stoppedDaemons[i]
+		c.stoppedDaemons = slices.Delete(c.stoppedDaemons, i, i+1)
+		if err := c.startDaemon(d.name, d.bin, d.args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WaitReady waits until the API server is ready and the kubelet has reported the Node Ready since the time given.
+func (c *Cluster) WaitReady(ctx context.Context, since time.Time) error {
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	if err := c.waitAPIServerReady(ctx, cs); err != nil {
+		return err
+	}
+	return c.waitNodeReady(ctx, cs, since)
+}
+
+// CompactEtcd compacts etcd's history up to its current revision, as kube-apiserver does every five minutes, and
+// returns that revision: a watch resumed from an older resource version is then answered "too old resource
+// version" (410 Gone) by the API server, and its client must list again. etcd listens on the loopback of the
+// node's network namespace only, so the client dials from there.
+func (c *Cluster) CompactEtcd(ctx context.Context) (int64, error) {
+	dialer, err := c.NetnsDialer()
+	if err != nil {
+		return 0, err
+	}
+	defer dialer.Close()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{"127.0.0.1:2379"},
+		DialTimeout: 10 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return dialer.DialContext(ctx, "tcp", addr)
+		})},
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = cli.Close() }()
+	// Any read answers with the store's current revision in its header.
+	resp, err := cli.Get(ctx, "/registry/namespaces/default", clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("reading etcd's revision: %w", err)
+	}
+	if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		return 0, fmt.Errorf("compacting etcd to revision %d: %w", resp.Header.Revision, err)
+	}
+	return resp.Header.Revision, nil
+}

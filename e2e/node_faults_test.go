@@ -170,8 +170,7 @@ func TestNodeRestarts(t *testing.T) {
 			if err := realNode.StopPrograms("kube-apiserver", "etcd"); err != nil {
 				return err
 			}
-			down := time.Now()
-			if err := realNode.StartPrograms("etcd"); err != nil {
+			if err := realNode.StartPrograms(ctx, "etcd"); err != nil {
 				return err
 			}
 			revision, err := realNode.CompactEtcd(ctx)
@@ -179,10 +178,10 @@ func TestNodeRestarts(t *testing.T) {
 				return err
 			}
 			t.Logf("etcd compacted to revision %d", revision)
-			if err := realNode.StartPrograms("kube-apiserver"); err != nil {
+			if err := realNode.StartPrograms(ctx, "kube-apiserver"); err != nil {
 				return err
 			}
-			return realNode.WaitReady(ctx, down)
+			return realNode.WaitReady(ctx, time.Time{})
 		}},
 	} {
 		t.Run(phase.name, func(t *testing.T) {

@@ -127,10 +127,7 @@ func (c *Cluster) start(ctx context.Context, begin time.Time, images []Image) er
 	if err := c.startDaemon("containerd", filepath.Join(c.nodeAssets, "containerd"), "--config", c.path("etc/containerd.toml")); err != nil {
 		return err
 	}
-	if err := c.waitFor(ctx, time.Minute, "containerd's socket", func() error {
-		_, err := os.Stat(c.path("run/containerd.sock"))
-		return err
-	}, "containerd"); err != nil {
+	if err := c.waitContainerd(ctx); err != nil {
 		return err
 	}
 	for _, im := range images {
@@ -176,6 +173,19 @@ func (c *Cluster) start(ctx context.Context, begin time.Time, images []Image) er
 	}
 	step("default ServiceAccount")
 	return nil
+}
+
+// waitContainerd waits until containerd serves its socket, which the kubelet needs when it starts: it exits at
+// once without it.
+func (c *Cluster) waitContainerd(ctx context.Context) error {
+	return c.waitFor(ctx, time.Minute, "containerd's socket", func() error {
+		// A connection, not the file: one left by a containerd that was killed accepts none.
+		conn, err := net.Dial("unix", c.path("run/containerd.sock"))
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	}, "containerd")
 }
 
 // waitAPIServerReady waits until kube-apiserver's /readyz answers OK.

@@ -18,13 +18,18 @@ func (c *Cluster) Restart(ctx context.Context, names ...string) error {
 	if err := c.StopPrograms(names...); err != nil {
 		return err
 	}
-	restarted := time.Now()
+	// A restarted kubelet must report the Node Ready anew; otherwise its last report stands (it reports only
+	// changes, and every five minutes).
+	var since time.Time
+	if slices.Contains(names, kubelet) {
+		since = time.Now()
+	}
 	reversed := slices.Clone(names)
 	slices.Reverse(reversed)
-	if err := c.StartPrograms(reversed...); err != nil {
+	if err := c.StartPrograms(ctx, reversed...); err != nil {
 		return err
 	}
-	return c.WaitReady(ctx, restarted)
+	return c.WaitReady(ctx, since)
 }
 
 // StopPrograms stops the named programs of the node in the order given (SIGTERM, SIGKILL after a grace period).
@@ -43,8 +48,9 @@ func (c *Cluster) StopPrograms(names ...string) error {
 	return nil
 }
 
-// StartPrograms starts, in the order given, programs StopPrograms stopped, with the arguments they had.
-func (c *Cluster) StartPrograms(names ...string) error {
+// StartPrograms starts, in the order given, programs StopPrograms stopped, with the arguments they had; containerd
+// is waited for, as the kubelet started after it needs its socket.
+func (c *Cluster) StartPrograms(ctx context.Context, names ...string) error {
 	for _, name := range names {
 		i := slices.IndexFunc(c.stoppedDaemons, func(d *daemon) bool { return d.name == name })
 		if i < 0 {
@@ -55,11 +61,17 @@ func (c *Cluster) StartPrograms(names ...string) error {
 		if err := c.startDaemon(d.name, d.bin, d.args...); err != nil {
 			return err
 		}
+		if d.name == "containerd" {
+			if err := c.waitContainerd(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
 
-// WaitReady waits until the API server is ready and the kubelet has reported the Node Ready since the time given.
+// WaitReady waits until the API server is ready and the kubelet has reported the Node Ready, since the time given
+// unless it is zero.
 func (c *Cluster) WaitReady(ctx context.Context, since time.Time) error {
 	cs, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {

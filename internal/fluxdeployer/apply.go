@@ -132,8 +132,8 @@ func (r *Reconciler) checkOwnership(ctx context.Context, ad *konfidencev1.Artifa
 	}
 	if len(foreign) > 0 {
 		return outcome.Stallingf(konfidencev1.FluxObjectNotOwnedReason,
-			"%s exists and is not controlled by this ArtifactDeployment (someone else created it): nothing is applied, and it is never deleted by this ArtifactDeployment; delete or rename it to deploy",
-			strings.Join(foreign, " and "))
+			"%s: not controlled by this ArtifactDeployment (someone else created it); nothing is applied, and this "+
+				"ArtifactDeployment never deletes it; delete or rename it to deploy", strings.Join(foreign, ", "))
 	}
 	return nil
 }

@@ -55,14 +55,11 @@ func (o *outputFormat) structured() bool { return o.value == outputJSON || o.val
 // written holds no character a terminal acts on instead of showing it (see escapeJSON).
 func printStructured(w io.Writer, format string, v any) error {
 	if format == outputYAML {
+		// The YAML emitter refuses control characters and writes other characters that are not printable (the
+		// bidirectional overrides) as they are: such a document is written as escaped JSON, which is YAML too, of
+		// the same values. An error of the JSON encoding, which sigs.k8s.io/yaml goes through, is printJSON's too.
 		y, err := yaml.Marshal(v)
-		if err != nil {
-			return err
-		}
-		if !isPrintableDocument(y) {
-			// The YAML emitter escapes control characters but writes the bidirectional overrides as they are,
-			// and cannot escape them outside a double-quoted string: such a document is written as escaped JSON,
-			// which is YAML too, of the same values.
+		if err != nil || !isPrintableDocument(y) {
 			return printJSON(w, v)
 		}
 		_, err = w.Write(y)

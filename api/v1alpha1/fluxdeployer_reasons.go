@@ -35,6 +35,10 @@ const (
 	ServiceAccountNotFoundReason = "ServiceAccountNotFound"
 	// ApplyFailedReason: the API server refused a Flux object.
 	ApplyFailedReason = "ApplyFailed"
+	// FluxObjectNotOwnedReason: a Flux object of a name the ArtifactDeployment's objects take exists and the
+	// ArtifactDeployment does not control it (no controller reference with its UID): someone else created it. Nothing
+	// is applied, so that object is neither taken over nor, at the ArtifactDeployment's teardown, deleted.
+	FluxObjectNotOwnedReason = "FluxObjectNotOwned"
 	// DuplicateDeploymentResultReason: two Services claim the same deployment result name.
 	DuplicateDeploymentResultReason = "DuplicateDeploymentResult"
 	// DeploymentResultFailedReason: the Services of a deployment could not be read (e.g. an unreachable target).

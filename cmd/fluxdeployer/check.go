@@ -21,6 +21,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/fluxdeployer"
+	"github.com/fluxdeployer/fluxdeployer/pkg/sanitize"
 )
 
 // minKubernetes is the oldest Kubernetes the operator runs on: its CRDs' validation rules need 1.29.
@@ -105,12 +106,12 @@ type checker struct {
 func (ck *checker) section(title string) { _, _ = fmt.Fprintf(ck.out, "► %s\n", title) }
 
 func (ck *checker) pass(format string, args ...any) {
-	_, _ = fmt.Fprintf(ck.out, "✔ %s\n", fmt.Sprintf(format, args...))
+	_, _ = fmt.Fprintf(ck.out, "✔ %s\n", sanitize.Printable(fmt.Sprintf(format, args...)))
 }
 
 func (ck *checker) fail(format string, args ...any) {
 	ck.failed++
-	_, _ = fmt.Fprintf(ck.out, "✗ %s\n", fmt.Sprintf(format, args...))
+	_, _ = fmt.Fprintf(ck.out, "✗ %s\n", sanitize.Printable(fmt.Sprintf(format, args...)))
 }
 
 // result prints err as a failure, or the passing line.

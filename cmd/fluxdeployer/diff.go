@@ -17,6 +17,7 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 	"github.com/fluxdeployer/fluxdeployer/internal/stage"
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment"
+	"github.com/fluxdeployer/fluxdeployer/pkg/sanitize"
 )
 
 // Actions of a move plan, for each ArtifactDeployment.
@@ -297,7 +298,7 @@ func otherOwners(ad *konfidencev1.ArtifactDeployment, going []*konfidencev1.Vect
 // it keeps the order; a Stage keeps it itself.
 func printPlan(out io.Writer, p plan) error {
 	if p.Stage != "" {
-		_, _ = fmt.Fprintf(out, "Stage %s: %s -> %s\n", p.Stage, p.From, p.To)
+		_, _ = fmt.Fprintf(out, "Stage %s: %s -> %s\n", p.Stage, sanitize.Printable(p.From), sanitize.Printable(p.To))
 		if p.NewVectorDeployment == p.VectorDeployment {
 			_, _ = fmt.Fprintf(out, "The Stage runs this vector already, as VectorDeployment %s: it stays.\n", p.VectorDeployment)
 		} else {
@@ -307,7 +308,7 @@ func printPlan(out io.Writer, p plan) error {
 			_, _ = fmt.Fprintf(out, "VectorDeployment %s, the candidate of the move under way, is superseded: deleted too.\n", p.Supersedes)
 		}
 	} else {
-		_, _ = fmt.Fprintf(out, "VectorDeployment %s: %s -> %s\n", p.VectorDeployment, p.From, p.To)
+		_, _ = fmt.Fprintf(out, "VectorDeployment %s: %s -> %s\n", p.VectorDeployment, sanitize.Printable(p.From), sanitize.Printable(p.To))
 		_, _ = fmt.Fprintln(out, "Create the new VectorDeployment before deleting the old one: deleted first, the old one tears down what the new one would keep.")
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -317,7 +318,8 @@ func printPlan(out io.Writer, p plan) error {
 		if a.Reason != "" {
 			note = a.Reason + ": " + a.Message
 		}
-		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%s\t%s\n", a.Action, a.Component, a.Version, a.AllowReuse, orDash(a.Name), orDash(note))
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%s\t%s\n", a.Action, sanitize.Printable(a.Component), sanitize.Printable(a.Version), a.AllowReuse,
+			orDash(a.Name), orDash(sanitize.Printable(note)))
 	}
 	return w.Flush()
 }

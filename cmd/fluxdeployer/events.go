@@ -22,6 +22,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/tree"
+	"github.com/fluxdeployer/fluxdeployer/pkg/sanitize"
 )
 
 func newEventsCommand() *cobra.Command {
@@ -172,8 +173,8 @@ func printEvents(out, errOut io.Writer, events []corev1.Event, namespaced bool, 
 	_, _ = fmt.Fprintln(w, header)
 	for i := range events {
 		e := &events[i]
-		line := fmt.Sprintf("%s\t%s\t%s\t%s/%s\t%s", duration.HumanDuration(now.Sub(tree.LastSeen(e))), tree.Printable(e.Type),
-			tree.Printable(e.Reason), e.InvolvedObject.Kind, e.InvolvedObject.Name, tree.Printable(e.Message))
+		line := fmt.Sprintf("%s\t%s\t%s\t%s/%s\t%s", duration.HumanDuration(now.Sub(tree.LastSeen(e))), sanitize.Printable(e.Type),
+			sanitize.Printable(e.Reason), e.InvolvedObject.Kind, e.InvolvedObject.Name, sanitize.Printable(e.Message))
 		if namespaced {
 			line = e.Namespace + "\t" + line
 		}

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
-	"github.com/fluxdeployer/fluxdeployer/internal/tree"
+	"github.com/fluxdeployer/fluxdeployer/pkg/sanitize"
 )
 
 func newGetCommand() *cobra.Command {
@@ -111,7 +111,7 @@ func rowOf(obj client.Object, revision string) getRow {
 	r := getRow{Namespace: obj.GetNamespace(), Name: obj.GetName(), Revision: revision, Suspended: stateOf(obj).suspended,
 		Ready: string(metav1.ConditionUnknown)}
 	if ready := conditions.Get(obj.(conditions.Getter), konfidencev1.ReadyCondition); ready != nil {
-		r.Ready, r.Message = string(ready.Status), tree.Printable(ready.Message)
+		r.Ready, r.Message = string(ready.Status), sanitize.Printable(ready.Message)
 	}
 	return r
 }
@@ -350,7 +350,7 @@ func (p *rowPrinter) cells(r getRow) []string {
 	if r.Suspended {
 		suspended = "True"
 	}
-	cells := []string{r.Name, r.Revision, suspended, r.Ready, r.Message}
+	cells := []string{r.Name, sanitize.Printable(r.Revision), suspended, r.Ready, r.Message}
 	if p.namespaced {
 		cells = append([]string{r.Namespace}, cells...)
 	}

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+
+	"github.com/fluxdeployer/fluxdeployer/pkg/sanitize"
 )
 
 func main() {
@@ -13,7 +16,8 @@ func main() {
 
 // run executes the command line args and returns the exit code: 0 on success, 1 when the command failed, 2 when
 // the command line itself is wrong. Every error is printed as "error: …", a usage error with where to read the
-// usage.
+// usage. An error repeats text from a registry or a status, so each of its lines is printed printable
+// (sanitize.Printable): no escape sequence of a hostile registry or tenant reaches the terminal.
 func run(args []string, stdout, stderr io.Writer) int {
 	root := newRootCommand()
 	root.SetArgs(args)
@@ -22,10 +26,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmd, err := root.ExecuteC()
 	code := exitCode(err)
 	if err != nil {
-		_, _ = fmt.Fprintln(stderr, "error:", err)
+		_, _ = fmt.Fprintln(stderr, "error:", printableLines(err.Error()))
 		if code == exitUsage {
 			_, _ = fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		}
 	}
 	return code
+}
+
+// printableLines is s with each line made printable, its line breaks kept.
+func printableLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = sanitize.Printable(l)
+	}
+	return strings.Join(lines, "\n")
 }

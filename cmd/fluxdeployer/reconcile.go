@@ -17,6 +17,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/gesture"
+	"github.com/fluxdeployer/fluxdeployer/pkg/sanitize"
 )
 
 // selection is what reconcile, suspend, resume and wait act on: KIND NAME, or every object of KIND with --all.
@@ -356,13 +357,13 @@ func (c *cluster) await(ctx context.Context, out io.Writer, k objectKind, obj cl
 			return fmt.Errorf("%s: Ready running VectorDeployment %s, not %s (spec.vector is now %s)",
 				name, activeOf(obj), g.active, obj.(*konfidencev1.Stage).Spec.Vector)
 		case current && conditions.IsReady(getter):
-			_, _ = fmt.Fprintf(out, "%s: Ready: %s\n", name, conditions.GetMessage(getter, meta.ReadyCondition))
+			_, _ = fmt.Fprintf(out, "%s: Ready: %s\n", name, sanitize.Printable(conditions.GetMessage(getter, meta.ReadyCondition)))
 			return nil
 		case current && conditions.IsStalled(getter):
 			return fmt.Errorf("%s: Stalled: %s: %s", name, conditions.GetReason(getter, meta.StalledCondition), conditions.GetMessage(getter, meta.StalledCondition))
 		case st.suspended && requested == "" && conditions.IsReady(getter) && g.runsActive(obj):
 			// Not reconciled while suspended, so its status stays that of the generation before: still Ready.
-			_, _ = fmt.Fprintf(out, "%s: Ready (suspended): %s\n", name, conditions.GetMessage(getter, meta.ReadyCondition))
+			_, _ = fmt.Fprintf(out, "%s: Ready (suspended): %s\n", name, sanitize.Printable(conditions.GetMessage(getter, meta.ReadyCondition)))
 			return nil
 		case st.suspended:
 			return fmt.Errorf("%s is suspended, so it does not reconcile: %s", name, readyOf(getter))

@@ -16,6 +16,7 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/stage"
 	"github.com/fluxdeployer/fluxdeployer/internal/tree"
+	"github.com/fluxdeployer/fluxdeployer/pkg/sanitize"
 )
 
 // stageArgs checks `stage NAME` (or st, stages) for the commands only a Stage has.
@@ -124,7 +125,7 @@ func printHistory(out io.Writer, st *konfidencev1.Stage, entries []historyEntry)
 func timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // oneLine keeps a message on its table row.
-func oneLine(s string) string { return strings.Join(strings.Fields(tree.Printable(s)), " ") }
+func oneLine(s string) string { return strings.Join(strings.Fields(sanitize.Printable(s)), " ") }
 
 func newRollbackCommand() *cobra.Command {
 	var flags clusterFlags

@@ -27,6 +27,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/tree"
+	"github.com/fluxdeployer/fluxdeployer/pkg/sanitize"
 )
 
 // The labels and annotations by which Flux's controllers mark what they apply.
@@ -105,7 +106,7 @@ func (c *cluster) trace(ctx context.Context, out io.Writer, resource, name strin
 			_, _ = fmt.Fprintln(w, "---")
 		}
 		for _, line := range s {
-			_, _ = fmt.Fprintf(w, "%s:\t%s\n", line[0], tree.Printable(line[1]))
+			_, _ = fmt.Fprintf(w, "%s:\t%s\n", line[0], sanitize.Printable(line[1]))
 		}
 	}
 	if ferr := w.Flush(); err == nil {

@@ -18,6 +18,7 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 	"github.com/fluxdeployer/fluxdeployer/internal/vectordeployment"
+	"github.com/fluxdeployer/fluxdeployer/pkg/sanitize"
 )
 
 func newVectorCommand() *cobra.Command {
@@ -233,8 +234,10 @@ func printArtifactTable(out io.Writer, result inspection) error {
 			status = withReason(a.Reason, a.Error)
 		}
 		placeholderNamed = placeholderNamed || (result.UIDPlaceholder && a.Name != "" && !a.AllowReuse)
-		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\n", a.Component, a.Version, orDash(a.Type), a.AllowReuse, orDash(a.Name),
-			orDash(strings.Join(tasks, ",")), orDash(strings.Join(resources, ",")), status)
+		// Everything but the name and the flag is the descriptor's or the registry's text.
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\n", sanitize.Printable(a.Component), sanitize.Printable(a.Version),
+			orDash(sanitize.Printable(a.Type)), a.AllowReuse, orDash(a.Name), orDash(sanitize.Printable(strings.Join(tasks, ","))),
+			orDash(sanitize.Printable(strings.Join(resources, ","))), sanitize.Printable(status))
 	}
 	if err := w.Flush(); err != nil {
 		return err

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -104,6 +106,36 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object, previous last
 		result = unchanged // the apply found it as desired after all
 	}
 	return r.takeBack(ctx, result, applied, owned.Object, desired.Object)
+}
+
+// checkOwnership refuses to deploy ad when a Flux object of a name its objects take exists and ad does not control
+// it: its controller reference, if any, is not ad's UID. The apply is forced (it must take back what other field
+// managers set) and puts ad's controller reference on what it applies, so applied onto a same-named object someone
+// else created (a HelmRelease of a team's own, say), it would rewrite that object's spec into ad's, and ad's teardown
+// would then delete it. Nothing is applied instead, not even to the objects that are ad's, so that a deployment is
+// never half made of another's objects. A label says nothing here, since whoever can create the object can write
+// it; a controller reference with ad's UID is what the deployer itself and Konfidence's Flux deployer, whose objects
+// are taken over in place, put on theirs.
+//
+// The objects are looked up in the cache, which holds every Flux object of the watched namespaces: an object
+// created within the cache's lag behind the API server before ad's first apply is not seen.
+func (r *Reconciler) checkOwnership(ctx context.Context, ad *konfidencev1.ArtifactDeployment, objects []client.Object) error {
+	var foreign []string
+	for _, obj := range objects {
+		live, err := r.read(ctx, r.client, obj)
+		if err != nil {
+			return err
+		}
+		if live != nil && !metav1.IsControlledBy(live, ad) {
+			foreign = append(foreign, fmt.Sprintf("%s %s/%s", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetNamespace(), obj.GetName()))
+		}
+	}
+	if len(foreign) > 0 {
+		return outcome.Stallingf(konfidencev1.FluxObjectNotOwnedReason,
+			"%s: not controlled by this ArtifactDeployment (someone else created it); nothing is applied, and this "+
+				"ArtifactDeployment never deletes it; delete or rename it to deploy", strings.Join(foreign, ", "))
+	}
+	return nil
 }
 
 // leftAsApplied reports whether live, as the cache holds it, is as a's apply left it and that apply was of

@@ -136,6 +136,10 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	if err := r.kinds.require(objects); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.checkOwnership(ctx, ad, objects); err != nil {
+		// Not watched: an object of another's without a reference to ad wakes no reconcile of it when it goes.
+		return ctrl.Result{RequeueAfter: cfg.interval}, err
+	}
 	applied := make([]fluxObject, len(objects))
 	for i, obj := range objects {
 		result, live, err := r.apply(ctx, obj, previous)

@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	fluxclient "github.com/fluxcd/pkg/runtime/client"
@@ -28,6 +26,7 @@ import (
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
+	"github.com/fluxdeployer/fluxdeployer/pkg/sanitize"
 )
 
 // Defaults of the flags that bound remote calls and reconciles.
@@ -128,7 +127,7 @@ func (o RemoteOptions) restConfig(ctx context.Context, kubeconfig []byte, source
 func (o RemoteOptions) loadAllowed(kubeconfig []byte, source string) (*clientcmdapi.Config, error) {
 	raw, err := clientcmd.Load(kubeconfig)
 	if err != nil {
-		return nil, outcome.Stallingf(konfidencev1.DeploymentResultFailedReason, "%s: %s", source, printable(err.Error()))
+		return nil, outcome.Stallingf(konfidencev1.DeploymentResultFailedReason, "%s: %s", source, remoteText(err.Error()))
 	}
 	if err := o.allowServer(raw); err != nil {
 		return nil, outcome.Stallingf(konfidencev1.RemoteTargetNotAllowedReason, "%s: %v", source, err)
@@ -148,7 +147,7 @@ func (o RemoteOptions) allowServer(raw *clientcmdapi.Config) error {
 		cluster = raw.Clusters[c.Cluster]
 	}
 	if cluster == nil || cluster.Server == "" {
-		return fmt.Errorf("the current context %q names no API server", printable(raw.CurrentContext))
+		return fmt.Errorf("the current context %q names no API server", remoteText(raw.CurrentContext))
 	}
 	if err := o.allowHost("API server", cluster.Server); err != nil {
 		return err
@@ -175,14 +174,14 @@ func (o RemoteOptions) allowHost(what, address string) error {
 	}
 	u, err := url.Parse(address)
 	if err != nil || u.Host == "" {
-		return fmt.Errorf("the %s %q is not a URL", what, printable(address))
+		return fmt.Errorf("the %s %q is not a URL", what, remoteText(address))
 	}
 	if slices.ContainsFunc(o.AllowedTargetHosts, func(h string) bool {
 		return strings.EqualFold(h, u.Host) || strings.EqualFold(h, u.Hostname())
 	}) {
 		return nil
 	}
-	return fmt.Errorf("the %s %s is not among the allowed target hosts (--allowed-target-hosts)", what, printable(u.Host))
+	return fmt.Errorf("the %s %s is not among the allowed target hosts (--allowed-target-hosts)", what, remoteText(u.Host))
 }
 
 // refuseUnsafe refuses what would run a command or an auth plugin inside the operator, or skip TLS verification,
@@ -202,23 +201,9 @@ func (o RemoteOptions) refuseUnsafe(cfg *rest.Config) error {
 // maxRemoteText bounds what of a remote target's or a kubeconfig's text a message repeats.
 const maxRemoteText = 256
 
-// printable is s without control and other non-printing characters (terminal escapes, line breaks, bidirectional
-// overrides), cut to maxRemoteText bytes: text a tenant or its target chose goes into a status, events and
-// notifications, which must show it as plain bounded text.
-func printable(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			continue
-		}
-		if b.Len()+utf8.RuneLen(r) > maxRemoteText {
-			b.WriteString("…")
-			break
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// remoteText is text a tenant or its target chose as a status, events and notifications may show it: plain,
+// printable and bounded by maxRemoteText (sanitize.Bounded).
+func remoteText(s string) string { return sanitize.Bounded(s, maxRemoteText) }
 
 // remoteFailure is a failed request to a remote target as a status may show it. The target answers whatever it
 // likes, and client-go puts up to 2 KiB of an error body (or a Status's message of any length) into its error; of
@@ -230,7 +215,7 @@ func remoteFailure(err error) error {
 		code := status.Status().Code
 		return &redacted{msg: fmt.Sprintf("the remote target answered HTTP %d %s", code, http.StatusText(int(code))), cause: err}
 	}
-	return &redacted{msg: printable(err.Error()), cause: err}
+	return &redacted{msg: remoteText(err.Error()), cause: err}
 }
 
 // redacted is an error shown by its message only, its cause kept for errors.Is and errors.As.

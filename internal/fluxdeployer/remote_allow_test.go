@@ -198,18 +198,3 @@ func TestAllowHost(t *testing.T) {
 		t.Errorf("without an allow-list: %v, want remote targets off", err)
 	}
 }
-
-// TestPrintable: text from a target or a kubeconfig keeps no control or other non-printing characters and at
-// most maxRemoteText bytes.
-func TestPrintable(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"plain text", "plain text"},
-		{"\x1b[31mred\x1b[0m\r\nnext", "[31mred[0mnext"},
-		{"bidi \u202egnp.exe\u2028", "bidi gnp.exe"},
-		{strings.Repeat("é", 200), strings.Repeat("é", maxRemoteText/2) + "…"},
-	} {
-		if got := printable(tc.in); got != tc.want {
-			t.Errorf("printable(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}

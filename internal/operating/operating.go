@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/pkg/sanitize"
 )
 
 // Options are the binary's settings every reconciler applies.
@@ -137,12 +138,15 @@ func (m ReconcileMetrics) Forget(key types.NamespacedName) {
 // Event records an event on obj with the metadata notification-controller reads: the revision an alert shows,
 // and a token (the generation) so that events of different specs are not rate-limited as one. The keys carry the
 // API group of obj, as notification-controller keeps only metadata prefixed with the involved object's group.
+// The message is bounded, printable text (sanitize.Text): it repeats text from outside the operator (a registry's
+// error answer, a Flux controller's message), which reaches Kubernetes events, notification-controller's alerts
+// and the terminals that show them.
 func Event(r record.EventRecorder, obj client.Object, revision, eventtype, reason, messageFmt string, args ...any) {
 	metadata := map[string]string{
 		konfidencev1.GroupVersion.Group + "/" + eventv1.MetaRevisionKey: revision,
 		konfidencev1.GroupVersion.Group + "/" + eventv1.MetaTokenKey:    strconv.FormatInt(obj.GetGeneration(), 10),
 	}
-	r.AnnotatedEventf(obj, metadata, eventtype, reason, messageFmt, args...)
+	r.AnnotatedEventf(obj, metadata, eventtype, reason, "%s", sanitize.Text(fmt.Sprintf(messageFmt, args...)))
 }
 
 // CacheOptions are the options of the manager's cache: VectorDeployments and Stages matching vdSelector (nil: all), and

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fluxdeployer/fluxdeployer/pkg/sanitize"
 )
 
 // Object is a kind whose status Finalize writes: Flux-style conditions and an observedGeneration.
@@ -35,12 +37,14 @@ type Status[T Object] struct {
 }
 
 // Finalize ends a reconcile of obj, whose status was original's when the reconcile began: it normalises the
-// conditions from err, the outcome of the steps (see Normalize), writes the status when it changed, in one
-// request, and records the event of a Ready transition. It returns what controller-runtime is to see: the write's
-// failure, and err unless it stalls. A stalled object is not retried with backoff, as in Flux: Stalled and the
-// event report it, and a change of the object or of what its watches follow reconciles it again.
+// conditions from err, the outcome of the steps (see Normalize), makes their messages safe to show (see
+// sanitizeMessages), writes the status when it changed, in one request, and records the event of a Ready
+// transition. It returns what controller-runtime is to see: the write's failure, and err unless it stalls. A
+// stalled object is not retried with backoff, as in Flux: Stalled and the event report it, and a change of the
+// object or of what its watches follow reconciles it again.
 func (s Status[T]) Finalize(ctx context.Context, original, obj T, err error) error {
 	Normalize(obj, err)
+	sanitizeMessages(obj)
 	s.readyEvent(original, obj)
 	writeErr := s.write(ctx, original, obj)
 	if Stalls(err) {
@@ -87,6 +91,20 @@ func Normalize(obj Object, err error) {
 			conditions.MarkReconciling(obj, meta.ProgressingReason, "%s", conditions.GetMessage(obj, meta.ReadyCondition))
 		}
 	}
+}
+
+// sanitizeMessages makes every condition message of obj bounded, printable text (sanitize.Text). A message
+// repeats text from outside the operator: a registry's error answer, a Flux controller's condition message, a
+// descriptor's field. A hostile registry answers with kilobytes of terminal escapes (an OSC 52 sequence sets a
+// terminal's clipboard), carriage returns and right-to-left overrides; stored as they are, they would reach etcd,
+// every watcher's cache, the events and notifications made of the Ready condition, and the terminals of kubectl
+// and of this operator's CLI. Sanitizing where the status is written covers every step that marks a condition.
+func sanitizeMessages(obj Object) {
+	conds := obj.GetConditions()
+	for i := range conds {
+		conds[i].Message = sanitize.Text(conds[i].Message)
+	}
+	obj.SetConditions(conds)
 }
 
 // readyEvent records a change of Ready's status, reason or message: a Normal event when the object became Ready,

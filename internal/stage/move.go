@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/pkg/sanitize"
 )
 
 // deployment is one of a Stage's VectorDeployments as a move decides on it.
@@ -219,7 +220,7 @@ func (st *step) recordFailure(s situation, name, msg string) {
 		if e.Outcome != konfidencev1.MoveFailed {
 			e.Outcome, e.Ended = konfidencev1.MoveFailed, &metav1.Time{Time: s.now}
 		}
-		e.Message = truncate(msg, maxEntryMessage)
+		e.Message = sanitize.Bounded(msg, maxEntryMessage)
 	}
 }
 
@@ -239,14 +240,6 @@ func (st *step) endMove(name, outcome string, now time.Time) {
 
 // maxEntryMessage is the API's limit on a history entry's message.
 const maxEntryMessage = 1024
-
-// truncate cuts s to at most n bytes, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
-}
 
 // recordDigests copies the digest each VectorDeployment read into its entries that lack it.
 func (st *step) recordDigests(s situation) {

@@ -27,6 +27,7 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/inventory"
 	"github.com/fluxdeployer/fluxdeployer/internal/podstatus"
+	"github.com/fluxdeployer/fluxdeployer/pkg/sanitize"
 )
 
 // Node is one object of the tree.
@@ -403,7 +404,7 @@ func (n *Node) line(namespace string) string {
 		s += " " + n.Reason
 	}
 	if n.Ready != "True" && n.Message != "" {
-		s += ": " + Printable(n.Message)
+		s += ": " + sanitize.Printable(n.Message)
 	}
 	return s
 }

@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
+	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm"
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/ocmtest"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+	"github.com/fluxdeployer/fluxdeployer/pkg/sanitize"
 )
 
 // TestHostileDescriptorsAreRefused: a vector whose descriptor exceeds the size limit, and one whose descriptor is
@@ -109,4 +112,32 @@ func TestHangingRegistryDoesNotStarveOthers(t *testing.T) {
 		}
 		return errors.New("no VectorDeployment of the hanging registry says RegistryBusy, with an event")
 	})
+}
+
+// TestHostileRegistryTextIsSanitized: a registry that answers every request with 6 KiB of error text full of
+// terminal escapes (OSC 52, screen clears, cursor moves), BEL, CR, a C1 CSI and right-to-left overrides gets into
+// the VectorDeployment's conditions and its events bounded, printable text: at most sanitize.MaxTextLength bytes,
+// none of those characters, the registry's words kept. Before, each condition and the event repeated all of it.
+func TestHostileRegistryTextIsSanitized(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	hostile := ocmtest.HostileText(6 << 10)
+	reg.SetRefusing(hostile)
+	startManager(t, managerOptions{})
+
+	ns := newNamespace(t)
+	vd := createVectorDeployment(t, ns, "shop", reg.Ref("", "acme.org/vectors/shop", "1.0.0"))
+	reason := string(ocm.ReasonUnauthorized)
+	vd = waitForCondition(t, vd, meta.ReadyCondition, metav1.ConditionFalse, reason)
+	texts := map[string]string{"event": waitForEvent(t, ns, vd.Name, reason, "registry says no")}
+	for _, c := range vd.Status.Conditions {
+		texts["condition "+c.Type] = c.Message
+	}
+	for what, text := range texts {
+		if len(text) > sanitize.MaxTextLength || !strings.Contains(text, "registry says no") {
+			t.Errorf("%s has %d bytes (want at most %d, with the registry's words): %q", what, len(text), sanitize.MaxTextLength, text)
+		}
+		if i := strings.IndexFunc(text, func(r rune) bool { return !unicode.IsPrint(r) }); i >= 0 {
+			t.Errorf("%s holds the non-printable %q at byte %d: %q", what, []rune(text[i:])[0], i, text)
+		}
+	}
 }

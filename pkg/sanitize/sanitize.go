@@ -1,6 +1,7 @@
-// Package sanitize turns arbitrary strings into valid Kubernetes names (RFC 1123 labels and subdomains).
+// Package sanitize turns arbitrary strings into valid Kubernetes names (RFC 1123 labels and subdomains), and text
+// from outside the operator into bounded, printable text (Text).
 //
-// Every function lowercases its input, replaces each run of characters that cannot appear in the result with a
+// Every name function lowercases its input, replaces each run of characters that cannot appear in the result with a
 // single '-', trims the ends to alphanumerics and caps the length. The result is always valid; when nothing of
 // the input survives, the functions return ErrNoValidCharacters rather than an invalid empty name.
 package sanitize

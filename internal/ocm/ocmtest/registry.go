@@ -40,7 +40,8 @@ type Registry struct {
 	// authorizations are the Authorization headers received, in order, empty ones left out.
 	authorizations []string
 	hanging        atomic.Bool
-	closed         chan struct{} // closed by Close, releasing hanging requests
+	refusal        atomic.Pointer[string] // the message every request is refused with, when set
+	closed         chan struct{}          // closed by Close, releasing hanging requests
 	closeOnce      sync.Once
 }
 
@@ -111,6 +112,25 @@ func (r *Registry) Close() {
 // hostile or broken registry may: such a request ends only when its client gives up or the registry is closed.
 func (r *Registry) SetHanging(hanging bool) { r.hanging.Store(hanging) }
 
+// SetRefusing makes the registry answer every further request with 403 and a distribution-spec error whose
+// message is message, as a hostile registry may word its errors; "" answers normally again.
+func (r *Registry) SetRefusing(message string) {
+	if message == "" {
+		r.refusal.Store(nil)
+		return
+	}
+	r.refusal.Store(&message)
+}
+
+// HostileText is error text of at most n bytes (at least one chunk of it) a hostile registry may answer with:
+// terminal escapes (an OSC 52 sequence that sets the clipboard, a screen clear, a cursor move), BEL, CR, a C1 CSI
+// and right-to-left overrides among plain words. Its JSON encoding stays below the 8 KiB of an error body the OCI
+// client reads, for n up to 6 KiB.
+func HostileText(n int) string {
+	const chunk = "registry says no \x1b]52;c;ZXZpbA==\x07\x1b[2J\x1b[1;1H\r\u009b31m\u202egnp.exe plain words to pad the chunk out "
+	return strings.Repeat(chunk, max(1, n/len(chunk)))
+}
+
 func (r *Registry) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.requests.Add(1)
@@ -119,6 +139,12 @@ func (r *Registry) handler(next http.Handler) http.Handler {
 		r.recordAuthorization(req.Header.Get("Authorization"))
 		if r.down.Load() {
 			http.Error(w, "registry unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		if msg := r.refusal.Load(); msg != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_ = json.NewEncoder(w).Encode(map[string]any{"errors": []map[string]string{{"code": "DENIED", "message": *msg}}})
 			return
 		}
 		if r.hanging.Load() {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -41,39 +42,12 @@ func TestVerifiedVectorKeepsItsContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
 	artifact := ocmtest.Artifact("acme.org/artifacts/pinned", "0.4.0", "cloud.konfidence.flux.kustomize", true)
 	artifact.Resources[1] = ocmtest.BundleResource("0.4.0", bundle).WithOCIDigest(verified)
-	vector := ocmtest.Vector("acme.org/vectors/pinned", "1.0.0", artifact)
-	vector.Signers = []ocmtest.Signer{{Name: "release", Key: key}}
-	reg.Push(t, "", artifact, vector)
 
 	startFluxdeployer(t, nil)
 	ns := newNamespace(t, "pinned")
-	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vector-keys"},
-		Data:       map[string][]byte{"release": pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})},
-	}
-	if err := env.Client.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	vd := &konfidencev1.VectorDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pinned"},
-		Spec: konfidencev1.VectorDeploymentSpec{
-			Vector: reg.Ref("", vector.Name, vector.Version),
-			Verify: &konfidencev1.VectorVerification{Signatures: []string{"release"}, SecretRef: meta.LocalObjectReference{Name: secret.Name}},
-		},
-	}
-	if err := env.Client.Create(ctx, vd); err != nil {
-		t.Fatal(err)
-	}
+	vd := deployVerified(t, reg, ns, artifact)
 	waitReady(t, 3*time.Minute, vd)
 
 	name := adName(t, artifact, nil)
@@ -166,4 +140,93 @@ func TestVerifiedVectorKeepsItsContent(t *testing.T) {
 	if got := configMap(); got != "hello" {
 		t.Errorf("greeting %q after the re-verification", got)
 	}
+}
+
+// TestVerifiedChartKeepsItsContent: in the default configuration (helmSource helmRepository, which selects a chart
+// by its tag), a signed vector's chart whose access names its tag and its digest is deployed by the digest. The
+// chart's tag was pushed again with other content before Flux ever fetched it: verification checks the digest the
+// access names and passes, and the real source- and helm-controller install the signed chart, not what the tag
+// names, through an OCIRepository pinned to the digest and the HelmRelease's chartRef.
+func TestVerifiedChartKeepsItsContent(t *testing.T) {
+	ctx := context.Background()
+	reg := newRegistry(t)
+	signed := ocmtest.WebChart("pinned-web", "1.0.0")
+	chart, err := ocmtest.PushPinnedChart(ctx, reg.Host, "charts", signed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verified := "sha256:" + chart.Digest.Value
+	chart.Access = map[string]string{"type": "ociArtifact", "imageReference": chart.Access.(map[string]string)["imageReference"] + "@" + verified}
+	tampered := ocmtest.WebChart(signed.Name, signed.Version)
+	tampered.Files = maps.Clone(signed.Files)
+	tampered.Files["values.yaml"] = "greeting: tampered\n"
+	if _, err := ocmtest.PushHelmChart(ctx, reg.Host, "charts", tampered); err != nil {
+		t.Fatal(err)
+	}
+	artifact := ocmtest.Artifact("acme.org/artifacts/pinned-web", "1.0.0", helmType, true)
+	artifact.Resources[1] = chart
+
+	startFluxdeployer(t, nil)
+	ns := newNamespace(t, "pinned-chart")
+	vd := deployVerified(t, reg, ns, artifact)
+	waitReady(t, 3*time.Minute, vd)
+
+	name := adName(t, artifact, nil)
+	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-config"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	if got := cm.Data["greeting"]; got != "hello" {
+		t.Errorf("greeting %q: Flux installed the chart the tag names, which the signature does not cover", got)
+	}
+	repo := &sourcev1.OCIRepository{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, repo); err != nil {
+		t.Fatal(err)
+	}
+	if repo.Spec.Reference == nil || repo.Spec.Reference.Digest != verified || repo.Spec.Reference.Tag != "" {
+		t.Errorf("OCIRepository ref = %+v, want digest %s", repo.Spec.Reference, verified)
+	}
+	hr := &helmv2.HelmRelease{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, hr); err != nil {
+		t.Fatal(err)
+	}
+	if hr.Spec.ChartRef == nil || hr.Spec.ChartRef.Kind != sourcev1.OCIRepositoryKind || hr.Spec.Chart != nil {
+		t.Errorf("HelmRelease chart %+v, chartRef %+v: want chartRef to the OCIRepository", hr.Spec.Chart, hr.Spec.ChartRef)
+	}
+}
+
+// deployVerified pushes artifact and a vector of it signed with a new key, and creates in ns a VectorDeployment of
+// the vector that requires the signature, the key in a Secret of ns.
+func deployVerified(t *testing.T, reg *ocmtest.Registry, ns string, artifact ocmtest.ComponentVersion) *konfidencev1.VectorDeployment {
+	t.Helper()
+	ctx := context.Background()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vector := ocmtest.Vector(strings.Replace(artifact.Name, "/artifacts/", "/vectors/", 1), "1.0.0", artifact)
+	vector.Signers = []ocmtest.Signer{{Name: "release", Key: key}}
+	reg.Push(t, "", artifact, vector)
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vector-keys"},
+		Data:       map[string][]byte{"release": pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})},
+	}
+	if err := env.Client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	vd := &konfidencev1.VectorDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pinned"},
+		Spec: konfidencev1.VectorDeploymentSpec{
+			Vector: reg.Ref("", vector.Name, vector.Version),
+			Verify: &konfidencev1.VectorVerification{Signatures: []string{"release"}, SecretRef: meta.LocalObjectReference{Name: secret.Name}},
+		},
+	}
+	if err := env.Client.Create(ctx, vd); err != nil {
+		t.Fatal(err)
+	}
+	return vd
 }

@@ -111,7 +111,9 @@ type Resource struct {
 	Content *apiextensionsv1.JSON `json:"content,omitempty"`
 
 	// Digest is the content digest the component descriptor records for the resource (for an OCI artifact, its
-	// manifest digest). The deployer pulls the artifact by it, so a tag moved to other content is never deployed.
+	// manifest digest). The deployer pulls an OCI artifact by it, whatever its configuration, so a tag moved to
+	// other content is never deployed. A helm access's chart is selected by version, which no digest can pin: its
+	// digest is not enforced, and a VectorDeployment that verifies signatures refuses helm accesses.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
 	Digest string `json:"digest,omitempty"`

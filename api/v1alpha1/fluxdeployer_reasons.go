@@ -49,7 +49,8 @@ const (
 	// Flux's own outcome replaces it once Flux is done.
 	WorkloadFailingReason = "WorkloadFailing"
 
-	// FluxObjectUpdatedReason is the event reason for a Flux object the deployer changed.
+	// FluxObjectUpdatedReason is the event reason for a Flux object the deployer changed, or deleted because no
+	// Flux object of the ArtifactDeployment uses it any more (a source replaced by one of another kind).
 	FluxObjectUpdatedReason = "FluxObjectUpdated"
 )
 

@@ -211,3 +211,57 @@ func getComparable(c client.Client, u *unstructured.Unstructured) (map[string]an
 		"spec": live.Object["spec"], "labels": live.GetLabels(), "annotations": live.GetAnnotations(), "ownerReferences": refs,
 	}, nil
 }
+
+// TestRenderPinsDigests: render, in the default configuration (helmSource helmRepository), shows what the operator
+// deploys for artifacts with digests: every source an OCIRepository whose ref holds the digest and no tag, the
+// chart's HelmRelease referring to it by chartRef, and no HelmRepository, which would select the chart by its tag.
+func TestRenderPinsDigests(t *testing.T) {
+	ctx := context.Background()
+	reg := ocmtest.NewRegistry(t)
+	chart, err := ocmtest.PushPinnedChart(ctx, reg.Host, "charts", ocmtest.WebChart("web", "1.0.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundleRef, err := ocmtest.PushKustomizeBundle(ctx, reg.Host, "bundles/config", "0.4.0", ocmtest.ConfigBundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundleDigest, err := ocmtest.ManifestDigest(ctx, bundleRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := ocmtest.Artifact("acme.org/artifacts/web", "1.0.0", "cloud.konfidence.flux.helm", true)
+	web.Resources[1] = chart
+	config := ocmtest.Artifact("acme.org/artifacts/config", "0.4.0", "cloud.konfidence.flux.kustomize", true)
+	config.Resources[1] = ocmtest.BundleResource("0.4.0", bundleRef).WithOCIDigest(bundleDigest)
+	reg.Push(t, "", web, config, ocmtest.Vector("acme.org/vectors/shop", "1.0.0", web, config))
+
+	out, err := runCLI(t, "render", reg.Ref("", "acme.org/vectors/shop", "1.0.0"), "--namespace", "shop")
+	if err != nil {
+		t.Fatalf("render: %v\n%s", err, out)
+	}
+	rendered := decodeObjects(t, out)
+	if kinds := countKinds(rendered); !reflect.DeepEqual(kinds, map[string]int{"ArtifactDeployment": 2, "OCIRepository": 2, "HelmRelease": 1, "Kustomization": 1}) {
+		t.Fatalf("rendered kinds %v, want OCIRepositories only as sources\n%s", kinds, out)
+	}
+	digests := map[string]bool{}
+	for _, u := range rendered {
+		switch u.GetKind() {
+		case "OCIRepository":
+			ref, _, _ := unstructured.NestedStringMap(u.Object, "spec", "ref")
+			if len(ref) != 1 || ref["digest"] == "" {
+				t.Errorf("OCIRepository %s ref %v, want a digest and nothing else", u.GetName(), ref)
+			}
+			digests[ref["digest"]] = true
+		case "HelmRelease":
+			chartRef, _, _ := unstructured.NestedStringMap(u.Object, "spec", "chartRef")
+			_, hasChart, _ := unstructured.NestedMap(u.Object, "spec", "chart")
+			if chartRef["kind"] != "OCIRepository" || chartRef["name"] != u.GetName() || hasChart {
+				t.Errorf("HelmRelease %s: chartRef %v, chart set %v; want chartRef to its OCIRepository only", u.GetName(), chartRef, hasChart)
+			}
+		}
+	}
+	if want := map[string]bool{"sha256:" + chart.Digest.Value: true, bundleDigest: true}; !reflect.DeepEqual(digests, want) {
+		t.Errorf("OCIRepository digests %v, want %v", digests, want)
+	}
+}

@@ -26,9 +26,11 @@ import (
 // Helm source modes: how an OCI Helm chart reaches helm-controller.
 const (
 	// HelmSourceHelmRepository: a HelmRepository of type oci and chart.spec; helm-controller creates a HelmChart.
+	// It selects the chart by version (its tag), so an OCI chart with a digest goes the chartRef way in this mode
+	// too (see buildHelm).
 	HelmSourceHelmRepository = "helmRepository"
 	// HelmSourceChartRef: an OCIRepository selecting the chart layer, referenced by spec.chartRef. Flux
-	// recommends it for OCI charts; it can also pin a digest.
+	// recommends it for OCI charts; it pins a digest (ref.digest).
 	HelmSourceChartRef = "chartRef"
 )
 

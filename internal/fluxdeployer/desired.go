@@ -69,6 +69,5 @@ func desiredObjects(ad *konfidencev1.ArtifactDeployment, cfg config, cluster obs
 	if err != nil {
 		return nil, references{}, err
 	}
-	objects, err := buildHelm(ad, a, refs, cfg, release)
-	return objects, refs, err
+	return buildHelm(ad, a, refs, cfg, release), refs, nil
 }

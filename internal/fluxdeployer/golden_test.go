@@ -53,6 +53,15 @@ func TestGoldenFluxObjects(t *testing.T) {
 		},
 		fluxKinds: helmObjects,
 	}, {
+		// An OCI chart with a digest in the default helmSource: pinned through an OCIRepository all the same.
+		name: "oci-helm-chart-pinned",
+		ad: func(ns string) *konfidencev1.ArtifactDeployment {
+			chart := resource("chart", "helmChart", ociAccess("ociArtifact", "registry.example.com:5000/charts/frontend:1.2.3_build.5"))
+			chart.Digest = testDigest
+			return artifactDeployment(ns, "frontend-1-2-3-build-5-e1mvwibzp5", HelmManifestType, chart)
+		},
+		fluxKinds: chartRefObjects,
+	}, {
 		name: "helm-repository",
 		ad: func(ns string) *konfidencev1.ArtifactDeployment {
 			return artifactDeployment(ns, "podinfo-6-5-0-e1mvwibzp5", HelmManifestType,

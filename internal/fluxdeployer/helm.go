@@ -11,25 +11,26 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
-	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
 )
 
 // helmChartLayerMediaType selects the chart layer of an OCI Helm chart for an OCIRepository.
 const helmChartLayerMediaType = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 
-// buildHelm returns the Helm source and the HelmRelease of a helm artifact.
-func buildHelm(ad *konfidencev1.ArtifactDeployment, a artifact, refs references, cfg config, releaseName string) ([]client.Object, error) {
+// buildHelm returns the Helm source and the HelmRelease of a helm artifact. An OCI chart goes through an
+// OCIRepository and spec.chartRef in chartRef mode, and whenever it has a digest, whatever the mode: a digest is
+// the ArtifactDeployment's promise that exactly that content is deployed (the digest a vector's signature
+// covers), and only an OCIRepository can pin one (ref.digest). A HelmRepository and the HelmChart helm-controller
+// makes from chart.spec select a chart by version, i.e. by tag, which whoever can push to the repository moves to
+// other content after verification.
+func buildHelm(ad *konfidencev1.ArtifactDeployment, a artifact, refs references, cfg config, releaseName string) []client.Object {
 	hr := helmRelease(ad, refs, cfg, releaseName)
-	if a.isOCI() && cfg.helmSource == HelmSourceChartRef {
+	if a.isOCI() && (cfg.helmSource == HelmSourceChartRef || a.digest != "") {
 		repo := ociRepository(ad, a, refs, cfg)
 		repo.Spec.LayerSelector = &sourcev1.OCILayerSelector{MediaType: helmChartLayerMediaType, Operation: sourcev1.OCILayerCopy}
 		hr.Spec.ChartRef = &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: repo.Name}
-		return []client.Object{repo, hr}, nil
+		return []client.Object{repo, hr}
 	}
-	repo, chart, version, err := helmRepository(ad, a, refs, cfg)
-	if err != nil {
-		return nil, err
-	}
+	repo, chart, version := helmRepository(ad, a, refs, cfg)
 	hr.Spec.Chart = &helmv2.HelmChartTemplate{
 		// helm-controller puts these labels on the HelmChart it creates from the template: the operator's cache
 		// holds only the HelmCharts of its own HelmReleases, and of its shard (see fluxMeta).
@@ -40,12 +41,13 @@ func buildHelm(ad *konfidencev1.ArtifactDeployment, a artifact, refs references,
 			SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo.Name},
 		},
 	}
-	return []client.Object{repo, hr}, nil
+	return []client.Object{repo, hr}
 }
 
 // helmRepository returns the HelmRepository and the chart name and version in it. An OCI chart lives at
-// <repository>/<chart>:<version>, so the repository URL is its parent path.
-func helmRepository(ad *konfidencev1.ArtifactDeployment, a artifact, refs references, cfg config) (*sourcev1.HelmRepository, string, string, error) {
+// <repository>/<chart>:<version>, so the repository URL is its parent path; it comes here with a tag and no
+// digest (see buildHelm).
+func helmRepository(ad *konfidencev1.ArtifactDeployment, a artifact, refs references, cfg config) (*sourcev1.HelmRepository, string, string) {
 	repo := &sourcev1.HelmRepository{
 		TypeMeta:   metav1.TypeMeta{APIVersion: sourcev1.GroupVersion.String(), Kind: sourcev1.HelmRepositoryKind},
 		ObjectMeta: fluxMeta(ad),
@@ -60,12 +62,7 @@ func helmRepository(ad *konfidencev1.ArtifactDeployment, a artifact, refs refere
 		if strings.HasPrefix(a.helmRepositoryURL, sourcev1.OCIRepositoryPrefix) {
 			repo.Spec.Type = sourcev1.HelmRepositoryTypeOCI
 		}
-		return repo, a.chart, a.version, nil
-	}
-	if a.tag == "" {
-		return nil, "", "", outcome.Stallingf(konfidencev1.InvalidAccessSpecReason,
-			"chart %s is pinned by digest only; a HelmRepository selects charts by version (configure %s: %s)",
-			a.ociURL(), helmSourceKey, HelmSourceChartRef)
+		return repo, a.chart, a.version
 	}
 	repo.Spec.Type = sourcev1.HelmRepositoryTypeOCI
 	repo.Spec.Insecure = a.insecure
@@ -74,7 +71,7 @@ func helmRepository(ad *konfidencev1.ArtifactDeployment, a artifact, refs refere
 		repo.Spec.URL += "/" + dir
 	}
 	// Helm pushes version 1.2.3+build as tag 1.2.3_build, since OCI tags cannot hold '+'.
-	return repo, path.Base(a.repository), strings.ReplaceAll(a.tag, "_", "+"), nil
+	return repo, path.Base(a.repository), strings.ReplaceAll(a.tag, "_", "+")
 }
 
 // helmRelease returns the HelmRelease without its chart source. The release name is the ArtifactDeployment's

@@ -149,6 +149,9 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 		r.recordApply(ad, obj, result)
 		applied[i] = live
 	}
+	if err := r.pruneSources(ctx, ad, objects); err != nil {
+		return ctrl.Result{}, err
+	}
 	// After the apply: on resume it finds the objects as applied before the suspension and lifts their suspend.
 	if err := r.passOn(ctx, ad); err != nil {
 		return ctrl.Result{}, err

@@ -157,6 +157,18 @@ func TestVerifyVectorDigests(t *testing.T) {
 			t.Fatalf("got %v, want DigestMismatch", err)
 		}
 	})
+	// A helm access selects its chart by version, which no digest pins: the Flux deployer cannot deploy it by
+	// digest, so a verified vector must not carry one.
+	t.Run("helm access", func(t *testing.T) {
+		a := ocmtest.Artifact("acme.org/artifacts/helmrepo", "1.0.0", "cloud.konfidence.flux.helm", true)
+		a.Resources[1] = ocmtest.Resource{Name: "chart", Version: "1.0.0", Type: "helmChart",
+			Access: map[string]string{"type": "helm", "helmRepository": "https://charts.example.com", "helmChart": "web:1.0.0"}}.
+			WithOCIDigest("sha256:" + strings.Repeat("0", 64))
+		f.reg.Push(t, subPath, a, f.signedVector(t, "7.0.0", a))
+		if err := f.verify(t, ocm.NewClient(ocm.Options{}), "7.0.0", f.policy()); !errors.Is(err, ocm.ErrDigestMismatch) {
+			t.Fatalf("got %v, want DigestMismatch", err)
+		}
+	})
 	t.Run("reference without digest", func(t *testing.T) {
 		v := f.signedVector(t, "6.0.0", f.artifacts...)
 		v.References[0].Digest = nil

@@ -157,9 +157,17 @@ func TestHelmPaths(t *testing.T) {
 			if got := resultsJSON(t, ad.Status.DeploymentResult); got != want {
 				t.Errorf("ArtifactDeployment deployment results:\n got %s\nwant %s", got, want)
 			}
-			if got := resultsJSON(t, vd.Status.DeploymentResults[frontend.Name]); got != want {
-				t.Errorf("VectorDeployment deployment results of %s:\n got %s\nwant %s", frontend.Name, got, want)
-			}
+			// The VectorDeployment gathers its ArtifactDeployments' results when one of them changes, which may be
+			// after it became Ready.
+			testenv.Eventually(t, 30*time.Second, func() error {
+				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vd), vd); err != nil {
+					return err
+				}
+				if got := resultsJSON(t, vd.Status.DeploymentResults[frontend.Name]); got != want {
+					return fmt.Errorf("VectorDeployment deployment results of %s:\n got %s\nwant %s", frontend.Name, got, want)
+				}
+				return nil
+			})
 			sourceLine := "HelmRepository/" + name // OCI HelmRepositories have no status
 			if mode == "chartRef" {
 				sourceLine = "OCIRepository/" + name + "  Ready=True Succeeded"

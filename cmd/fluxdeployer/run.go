@@ -119,7 +119,8 @@ func (o *runOptions) metricsOptions() metricsserver.Options {
 func (o *runOptions) bindFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.metricsAddr, "metrics-addr", ":8080", "address the Prometheus metrics endpoint binds to (0 disables it)")
 	f.BoolVar(&o.profiling, "profiling", false,
-		"serve Go's profiles (heap, CPU, goroutines) under /debug/pprof/ on the metrics endpoint, as Flux's controllers do; off by default, since every pod that reaches the metrics port could then ask for them")
+		"serve Go's profiles (heap, CPU, goroutines) under /debug/pprof/ on the metrics endpoint, as Flux's controllers do; "+
+			"off by default, since every pod that reaches the metrics port could then ask for them")
 	f.StringVar(&o.healthAddr, "health-addr", ":9440", "address the health and readiness probes bind to")
 	f.DurationVar(&o.gracefulShutdownTimeout, "graceful-shutdown-timeout", defaultGracefulShutdownTimeout,
 		"how long the reconciles in progress may take to finish once the process is asked to stop; below the pod's terminationGracePeriodSeconds (30s by default)")

@@ -24,7 +24,7 @@ type daemon struct {
 // it starts is the daemon. A program started again (Restart) writes on at the end of its log.
 func (c *Cluster) startDaemon(name, bin string, args ...string) error {
 	logPath := filepath.Join(c.Dir, "logs", name+".log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}

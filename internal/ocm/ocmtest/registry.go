@@ -40,7 +40,8 @@ type Registry struct {
 	// authorizations are the Authorization headers received, in order, empty ones left out.
 	authorizations []string
 	hanging        atomic.Bool
-	closed         chan struct{} // closed by Close, releasing hanging requests
+	redirect       atomic.Pointer[string] // the host every request is redirected to, when set
+	closed         chan struct{}          // closed by Close, releasing hanging requests
 	closeOnce      sync.Once
 }
 
@@ -121,6 +122,12 @@ func (r *Registry) handler(next http.Handler) http.Handler {
 			http.Error(w, "registry unavailable", http.StatusServiceUnavailable)
 			return
 		}
+		if to := r.redirect.Load(); to != nil {
+			target := *req.URL
+			target.Scheme, target.Host = "http", *to
+			http.Redirect(w, req, target.String(), http.StatusTemporaryRedirect)
+			return
+		}
 		if r.hanging.Load() {
 			select {
 			case <-req.Context().Done():
@@ -173,6 +180,11 @@ func (r *Registry) Tamper(digest string) {
 	defer r.mu.Unlock()
 	r.tampered[digest] = true
 }
+
+// RedirectTo makes the registry answer every further request with 307 Temporary Redirect to the same path and
+// query on host (plain HTTP), as registries redirect blob reads to a storage host, and as a hostile registry
+// redirects to whatever address it wants read.
+func (r *Registry) RedirectTo(host string) { r.redirect.Store(&host) }
 
 // SetUnavailable makes the registry answer every request with 503 Service Unavailable while down is true, as
 // a registry in maintenance or behind a failing load balancer does.

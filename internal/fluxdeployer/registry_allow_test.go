@@ -55,17 +55,19 @@ func TestRegistryAllowList(t *testing.T) {
 	t.Run("a host taken off the list", func(t *testing.T) {
 		ns := "registry-allow-taken-off"
 		h.namespace(t, ns)
-		r, recorder := h.direct(ns)
+		r, _ := h.direct(ns)
 		r.allowedRegistries = allowed
 		ad := deployed(t, h, r, ns) // its bundle is on registry.example.com
-		drainEvents(recorder)
 
-		r.allowedRegistries = []string{"other.example.com"}
-		got, err := h.reconcile(t, r, ad)
+		// The list is a flag: the operator restarted with another one.
+		restarted, recorder := h.direct(ns)
+		restarted.allowedRegistries = []string{"other.example.com"}
+		got, err := h.reconcile(t, restarted, ad)
 		if err != nil {
 			t.Fatalf("a refused registry is terminal, not retried: %v", err)
 		}
 		assertCondition(t, got, meta.StalledCondition, True, konfidencev1.RegistryNotAllowedReason)
+		assertEvent(t, drainEvents(recorder), corev1.EventTypeWarning, konfidencev1.RegistryNotAllowedReason)
 		k := &kustomizev1.Kustomization{}
 		h.get(t, ns, ad.Name, k)
 		if !k.Spec.Suspend {

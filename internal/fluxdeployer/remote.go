@@ -104,7 +104,14 @@ func (o RemoteOptions) remoteReader(ctx context.Context, kubeconfig []byte, sour
 // it sends, a redirect's too, so following one would hand the target's token to whatever host the answer names,
 // none of which the operator allowed; an API server has no reason to redirect the requests the deployer sends.
 func refuseRedirect(req *http.Request, _ []*http.Request) error {
-	return fmt.Errorf("the remote target redirected to %s; redirects of remote targets are not followed", req.URL.Host)
+	return &redirectRefused{host: req.URL.Host}
+}
+
+// redirectRefused is a remote target's redirect, not followed.
+type redirectRefused struct{ host string }
+
+func (e *redirectRefused) Error() string {
+	return fmt.Sprintf("the remote target redirected to %s; redirects of remote targets are not followed", printable(e.host))
 }
 
 // restConfig reads a kubeconfig as Flux's fluxcd/pkg/runtime/client does: self-contained (no file of the
@@ -261,10 +268,17 @@ func printable(s string) string {
 
 // remoteFailure is a failed request to a remote target as a status may show it. The target answers whatever it
 // likes, and client-go puts up to 2 KiB of an error body (or a Status's message of any length) into its error; of
-// an API error only the status code is kept, any other error's text is made printable. The cause
+// an API error only the status code is kept, of a redirect not followed the host it pointed to, any other error's
+// text is made printable. The cause
 // stays underneath, for isTimeout.
 func remoteFailure(err error) error {
-	var status apierrors.APIStatus
+	var (
+		status  apierrors.APIStatus
+		refused *redirectRefused
+	)
+	if errors.As(err, &refused) { // said without the request's URL in front, which may use up the bound
+		return &redacted{msg: refused.Error(), cause: err}
+	}
 	if errors.As(err, &status) {
 		code := status.Status().Code
 		return &redacted{msg: fmt.Sprintf("the remote target answered HTTP %d %s", code, http.StatusText(int(code))), cause: err}

@@ -125,7 +125,7 @@ func (r *Registry) handler(next http.Handler) http.Handler {
 		if to := r.redirect.Load(); to != nil {
 			target := *req.URL
 			target.Scheme, target.Host = "http", *to
-			http.Redirect(w, req, target.String(), http.StatusTemporaryRedirect)
+			http.Redirect(w, req, target.String(), http.StatusTemporaryRedirect) //nolint:gosec // G710: redirecting anywhere is what this hostile test registry is for
 			return
 		}
 		if r.hanging.Load() {

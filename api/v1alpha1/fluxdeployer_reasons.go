@@ -17,6 +17,10 @@ const (
 	UnsupportedAccessTypeReason = "UnsupportedAccessType"
 	// InvalidAccessSpecReason: the access has a supported type but cannot be read, e.g. a malformed image reference.
 	InvalidAccessSpecReason = "InvalidAccessSpec"
+	// RegistryNotAllowedReason: the artifact would be pulled from a host (an OCI registry, a Helm repository) that
+	// is not among the operator's --allowed-registries; no Flux object names it, and those applied before are
+	// suspended.
+	RegistryNotAllowedReason = "RegistryNotAllowed"
 	// CredentialsRequireTLSReason: the artifact is pulled over plain HTTP (an http:// access) from a host that a pull
 	// Secret is configured for, and the configuration does not allow credentials in clear for that host; nothing is
 	// applied, so Flux never sends them.

@@ -306,3 +306,18 @@ func TestRemoteTargetFlags(t *testing.T) {
 		t.Errorf("set: %+v, request timeout %s", o, *o.KubeConfig.Timeout)
 	}
 }
+
+// TestAllowedRegistriesFlag: --allowed-registries is the operator's, which both reconcilers read (the
+// VectorDeployment reconciler's registry reads, the Flux deployer's artifact hosts), whichever --controllers runs.
+func TestAllowedRegistriesFlag(t *testing.T) {
+	if got := parseRunOptions(t).shared.AllowedRegistries; len(got) != 0 {
+		t.Errorf("default %v, want empty (every host)", got)
+	}
+	o := parseRunOptions(t, "--controllers=fluxdeployer", "--allowed-registries=registry.example,registry.example:5000")
+	if got := fmt.Sprint(o.shared.AllowedRegistries); got != "[registry.example registry.example:5000]" {
+		t.Errorf("set: %s", got)
+	}
+	if !o.shared.AllowedRegistries.Allows("registry.example:5000") || o.shared.AllowedRegistries.Allows("169.254.169.254") {
+		t.Errorf("%v allows the wrong hosts", o.shared.AllowedRegistries)
+	}
+}

@@ -135,6 +135,9 @@ func (o *runOptions) bindFlags(f *pflag.FlagSet) {
 	_ = f.MarkDeprecated("vectordeployment-concurrency", "use --concurrent")
 	f.DurationVar(&o.shared.RequeueDependency, "requeue-dependency", 30*time.Second,
 		"interval at which a VectorDeployment waiting for its ArtifactDeployments to be ready is reconciled again")
+	f.StringSliceVar((*[]string)(&o.shared.AllowedRegistries), "allowed-registries", nil,
+		"registry hosts (host[:port]) VectorDeployments, their artifacts' resources and registry redirects may name; "+
+			"another host is refused (RegistryNotAllowed) by both reconcilers. Empty allows every host")
 	// Flux's WatchOptions.BindFlags would also add --watch-configs-label-selector, which nothing here watches.
 	f.BoolVar(&o.watch.AllNamespaces, "watch-all-namespaces", true,
 		"watch VectorDeployments and ArtifactDeployments in all namespaces; false watches only the runtime namespace (RUNTIME_NAMESPACE)")

@@ -18,6 +18,7 @@ import (
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/operating"
 	"github.com/fluxdeployer/fluxdeployer/internal/outcome"
+	"github.com/fluxdeployer/fluxdeployer/pkg/allowlist"
 )
 
 // Reconciler reconciles ArtifactDeployments of the Flux manifest types.
@@ -37,6 +38,8 @@ type Reconciler struct {
 	remote          RemoteOptions // bounds remote calls and each reconcile
 	applied         lastApplies   // what each ArtifactDeployment's last full reconcile applied
 	schemas         *specSchemas  // the Flux kinds' spec schemas, for the defaults of the fields taken back
+	// allowedRegistries are the hosts Flux may pull artifacts from (--allowed-registries); empty: every host.
+	allowedRegistries allowlist.Hosts
 }
 
 // Reconcile brings the Flux objects of one ArtifactDeployment in line with it and reports their state.
@@ -109,6 +112,14 @@ func (r *Reconciler) reconcile(ctx context.Context, ad *konfidencev1.ArtifactDep
 	secrets := map[string]bool{}
 	objects, refs, err := desiredObjects(ad, cfg, recordingLookups(r.observe(ctx, ad, fresh), secrets))
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.checkRegistry(ad, refs.registry); err != nil {
+		// Flux objects applied before (e.g. before the host was taken off the list) stop pulling from it:
+		// suspended, not deleted. The list is the operator's flag: nothing to look at again until a restart.
+		if suspendErr := r.passOnSuspend(ctx, ad, true); suspendErr != nil {
+			return ctrl.Result{}, suspendErr
+		}
 		return ctrl.Result{}, err
 	}
 	if err := r.checkTarget(ctx, ad, refs.target); err != nil {
@@ -205,4 +216,17 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 // revision.
 func (r *Reconciler) event(ad *konfidencev1.ArtifactDeployment, eventtype, reason, messageFmt string, args ...any) {
 	operating.Event(r.recorder, ad, ad.Spec.Component.Version, eventtype, reason, messageFmt, args...)
+}
+
+// checkRegistry refuses an ArtifactDeployment whose artifact is pulled from a host outside --allowed-registries,
+// before any Flux object names it. A tenant may create an ArtifactDeployment directly, with any access: without
+// this, source-controller would pull from whatever address it names, cloud metadata endpoints included, from
+// outside the operator's network policy.
+func (r *Reconciler) checkRegistry(ad *konfidencev1.ArtifactDeployment, registry string) error {
+	if r.allowedRegistries.Allows(registry) {
+		return nil
+	}
+	return outcome.Stallingf(konfidencev1.RegistryNotAllowedReason,
+		"component %s:%s is pulled from %s, which is not among the allowed registries (--allowed-registries)",
+		ad.Spec.Component.Name, ad.Spec.Component.Version, remoteText(registry))
 }

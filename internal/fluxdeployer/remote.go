@@ -87,11 +87,30 @@ func (o RemoteOptions) remoteReader(ctx context.Context, kubeconfig []byte, sour
 	}
 	mapper := apimeta.NewDefaultRESTMapper(nil)
 	mapper.Add(corev1.SchemeGroupVersion.WithKind("Service"), apimeta.RESTScopeNamespace)
-	c, err := client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper})
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, outcome.Retrying(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("client for %s: %w", source, err))
+	}
+	httpClient.CheckRedirect = refuseRedirect
+	c, err := client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper, HTTPClient: httpClient})
 	if err != nil {
 		return nil, outcome.Retrying(konfidencev1.DeploymentResultFailedReason, fmt.Errorf("client for %s: %w", source, err))
 	}
 	return c, nil
+}
+
+// refuseRedirect stops every redirect of a remote target. client-go adds the tenant's credentials to each request
+// it sends, a redirect's too, so following one would hand the target's token to whatever host the answer names,
+// none of which the operator allowed; an API server has no reason to redirect the requests the deployer sends.
+func refuseRedirect(req *http.Request, _ []*http.Request) error {
+	return &redirectRefused{host: req.URL.Host}
+}
+
+// redirectRefused is a remote target's redirect, not followed.
+type redirectRefused struct{ host string }
+
+func (e *redirectRefused) Error() string {
+	return fmt.Sprintf("the remote target redirected to %s; redirects of remote targets are not followed", remoteText(e.host))
 }
 
 // restConfig reads a kubeconfig as Flux's fluxcd/pkg/runtime/client does: self-contained (no file of the
@@ -152,6 +171,9 @@ func (o RemoteOptions) allowServer(raw *clientcmdapi.Config) error {
 	if err := o.allowHost("API server", cluster.Server); err != nil {
 		return err
 	}
+	if err := refusePath(cluster.Server); err != nil {
+		return err
+	}
 	if cluster.ProxyURL != "" {
 		return o.allowHost("proxy", cluster.ProxyURL)
 	}
@@ -169,12 +191,9 @@ func (o RemoteOptions) enabled() error {
 // allowHost refuses an address unless its host, or host:port, is listed in AllowedTargetHosts (case-insensitive).
 // An address without a scheme is read as client-go reads one, as https.
 func (o RemoteOptions) allowHost(what, address string) error {
-	if !strings.Contains(address, "://") {
-		address = "https://" + address
-	}
-	u, err := url.Parse(address)
-	if err != nil || u.Host == "" {
-		return fmt.Errorf("the %s %q is not a URL", what, remoteText(address))
+	u, err := parseAddress(what, address)
+	if err != nil {
+		return err
 	}
 	if slices.ContainsFunc(o.AllowedTargetHosts, func(h string) bool {
 		return strings.EqualFold(h, u.Host) || strings.EqualFold(h, u.Hostname())
@@ -182,6 +201,33 @@ func (o RemoteOptions) allowHost(what, address string) error {
 		return nil
 	}
 	return fmt.Errorf("the %s %s is not among the allowed target hosts (--allowed-target-hosts)", what, remoteText(u.Host))
+}
+
+// parseAddress reads the address of an API server or a proxy as client-go reads one: without a scheme, as https.
+func parseAddress(what, address string) (*url.URL, error) {
+	if !strings.Contains(address, "://") {
+		address = "https://" + address
+	}
+	u, err := url.Parse(address)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("the %s %q is not a URL", what, remoteText(address))
+	}
+	return u, nil
+}
+
+// refusePath refuses an API server URL with anything after the host but "/": a path, a query or a fragment. An
+// API server is served at its root; a path would have every request go below it, e.g. through the allowed cluster's
+// service proxy (/api/v1/namespaces/…/services/…/proxy) to a Service the tenant runs, which then answers, and
+// redirects, as the tenant likes, with the credentials of the kubeconfig attached.
+func refusePath(server string) error {
+	u, err := parseAddress("API server", server)
+	if err != nil {
+		return err
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		return fmt.Errorf("the API server %s has a path, a query or a fragment (%q): an API server is named by scheme://host[:port] alone", remoteText(u.Host), remoteText(u.RequestURI()))
+	}
+	return nil
 }
 
 // refuseUnsafe refuses what would run a command or an auth plugin inside the operator, or skip TLS verification,
@@ -207,10 +253,17 @@ func remoteText(s string) string { return sanitize.Bounded(s, maxRemoteText) }
 
 // remoteFailure is a failed request to a remote target as a status may show it. The target answers whatever it
 // likes, and client-go puts up to 2 KiB of an error body (or a Status's message of any length) into its error; of
-// an API error only the status code is kept, any other error's text is made printable. The cause
+// an API error only the status code is kept, of a redirect not followed the host it pointed to, any other error's
+// text is made printable. The cause
 // stays underneath, for isTimeout.
 func remoteFailure(err error) error {
-	var status apierrors.APIStatus
+	var (
+		status  apierrors.APIStatus
+		refused *redirectRefused
+	)
+	if errors.As(err, &refused) { // said without the request's URL in front, which may use up the bound
+		return &redacted{msg: refused.Error(), cause: err}
+	}
 	if errors.As(err, &status) {
 		code := status.Status().Code
 		return &redacted{msg: fmt.Sprintf("the remote target answered HTTP %d %s", code, http.StatusText(int(code))), cause: err}

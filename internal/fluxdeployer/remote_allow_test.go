@@ -3,6 +3,7 @@ package fluxdeployer
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -63,14 +64,20 @@ func TestRemoteTargetAllowList(t *testing.T) {
 		name, want string
 		allowed    []string
 		proxy      bool // the kubeconfig reaches the allowed server through a proxy that is not allowed
+		// path follows the allowed server's URL: every request would go below it, e.g. to a tenant's Service
+		// through the server's service proxy, which answers (and redirects) as the tenant likes.
+		path string
 	}{
 		{name: "off by default", want: "--allowed-target-hosts"},
 		{name: "server not listed", allowed: []string{"prod.example.com", "127.0.0.2"}, want: "not among the allowed target hosts"},
 		{name: "proxy not listed", proxy: true, want: "proxy"},
+		{name: "server with a path", allowed: []string{loopback}, path: "/api/v1/namespaces/tenant/services/http:evil:80/proxy", want: "has a path"},
+		{name: "server with a query", allowed: []string{loopback}, path: "/?x=1", want: "has a path"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			remote := newRemoteAPI(t)
 			kc := remote.config(tenantToken, false)
+			kc.Clusters["remote"].Server += tc.path
 			var proxied *remoteAPI
 			if tc.proxy {
 				proxied = newRemoteAPI(t)
@@ -196,5 +203,38 @@ func TestAllowHost(t *testing.T) {
 	}
 	if err := (RemoteOptions{}).allowServer(&clientcmdapi.Config{}); err == nil || !strings.Contains(err.Error(), "--allowed-target-hosts") {
 		t.Errorf("without an allow-list: %v, want remote targets off", err)
+	}
+}
+
+// TestRemoteTargetRedirectsAreNotFollowed: a remote target that answers the deployer's request with a redirect to
+// another server (both allowed, both trusted by the kubeconfig's CA) does not get the redirect followed: the other
+// server receives no request, so never the tenant's token, and the status says the redirect was refused. Before,
+// client-go followed it and sent the token along.
+func TestRemoteTargetRedirectsAreNotFollowed(t *testing.T) {
+	h := testHarness(t)
+	remote, other := newRemoteAPI(t), newRemoteAPI(t)
+	remote.services = func(w http.ResponseWriter, req *http.Request) {
+		http.Redirect(w, req, other.server.URL+req.URL.RequestURI(), http.StatusTemporaryRedirect)
+	}
+	ns := "remote-redirect"
+	h.namespace(t, ns)
+	h.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: defaultConfig().deploymentTargetSecretName},
+		Data: map[string][]byte{"value": remote.kubeconfig(t, clientcmdapi.AuthInfo{Token: "tenant-token"}, false)}})
+	r, _ := h.direct(ns)
+	r.remote.AllowedTargetHosts = []string{loopback}
+	ad := deployed(t, h, r, ns)
+	got, _ := h.reconcile(t, r, ad) // retried: the error is returned
+	assertCondition(t, got, konfidencev1.DeploymentResultCreatedCondition, False, konfidencev1.DeploymentResultFailedReason)
+	if msg := conditions.GetMessage(got, konfidencev1.DeploymentResultCreatedCondition); !strings.Contains(msg, "not followed") {
+		t.Errorf("DeploymentResultCreated message %q does not say the redirect was not followed", msg)
+	}
+	if !slices.ContainsFunc(remote.requests(), func(s string) bool { return strings.HasSuffix(s, "/services") }) {
+		t.Fatalf("the Services were not listed on the remote target, so the test proves nothing: %q", remote.requests())
+	}
+	if reqs := other.requests(); len(reqs) != 0 {
+		t.Errorf("the redirect was followed: %q", reqs)
+	}
+	if other.sawAuthorization("tenant-token") {
+		t.Error("the tenant's token reached the server redirected to")
 	}
 }

@@ -112,19 +112,20 @@ func (o *Options) setup(mgr ctrl.Manager, shared operating.Options) (*Reconciler
 		return nil, err
 	}
 	r := &Reconciler{
-		client:          mgr.GetClient(),
-		apiReader:       mgr.GetAPIReader(),
-		secrets:         newPresence(mgr.GetAPIReader(), "Secret"),
-		serviceAccounts: newPresence(mgr.GetAPIReader(), "ServiceAccount"),
-		config:          &configSource{reader: narrow, key: types.NamespacedName{Namespace: o.ConfigNamespace, Name: o.ConfigName}, recorder: recorder},
-		serviceReader:   narrow,
-		claims:          claims,
-		scheme:          mgr.GetScheme(),
-		recorder:        recorder,
-		metrics:         shared.DurationMetrics(mgr, "ArtifactDeployment"),
-		kinds:           &fluxKinds{},
-		remote:          o.Remote,
-		schemas:         schemas,
+		client:            mgr.GetClient(),
+		apiReader:         mgr.GetAPIReader(),
+		secrets:           newPresence(mgr.GetAPIReader(), "Secret"),
+		serviceAccounts:   newPresence(mgr.GetAPIReader(), "ServiceAccount"),
+		config:            &configSource{reader: narrow, key: types.NamespacedName{Namespace: o.ConfigNamespace, Name: o.ConfigName}, recorder: recorder},
+		serviceReader:     narrow,
+		claims:            claims,
+		scheme:            mgr.GetScheme(),
+		recorder:          recorder,
+		metrics:           shared.DurationMetrics(mgr, "ArtifactDeployment"),
+		kinds:             &fluxKinds{},
+		remote:            o.Remote,
+		schemas:           schemas,
+		allowedRegistries: shared.AllowedRegistries,
 	}
 	appeared := make(chan event.GenericEvent, 1)
 	c, err := ctrl.NewControllerManagedBy(mgr).

@@ -25,6 +25,9 @@ type target struct {
 type references struct {
 	target     target
 	pullSecret *meta.LocalObjectReference // nil: anonymous pulls
+	// registry is the host (host[:port]) source-controller pulls the artifact from: an OCI registry, or a Helm
+	// repository's.
+	registry string
 }
 
 // secretLookup tells whether a Secret of this name exists in the ArtifactDeployment's namespace.
@@ -47,7 +50,7 @@ func resolveReferences(cfg config, ad *konfidencev1.ArtifactDeployment, a artifa
 	if err != nil {
 		return references{}, err
 	}
-	refs := references{target: t}
+	refs := references{target: t, registry: a.host}
 	if name, ok := cfg.authenticationSecretRefs[a.host]; ok {
 		exists, err := secretExists(name)
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/retry"
 
 	"github.com/fluxdeployer/fluxdeployer/internal/ocm/spec"
+	"github.com/fluxdeployer/fluxdeployer/pkg/allowlist"
 )
 
 // Defaults for Options fields left zero. The size limits are what real component versions need with room to
@@ -75,8 +76,9 @@ type Options struct {
 	MaxBlobSize       int64
 	// MaxReferences caps the component references of a vector.
 	MaxReferences int
-	// AllowedHosts are the registry hosts (host[:port]) references may name; empty allows every host.
-	AllowedHosts []string
+	// AllowedHosts are the registry hosts (host[:port]) references, artifact accesses and redirects may name;
+	// empty allows every host.
+	AllowedHosts allowlist.Hosts
 	// HostConcurrency bounds the vectors read at once from one registry host, and HostWait how long a read waits
 	// for its turn before it fails as RegistryBusy: a registry that hangs then holds at most HostConcurrency of
 	// the caller's workers. Keep HostConcurrency below the number of workers.
@@ -152,7 +154,7 @@ func NewClient(opts Options) *Client {
 	transport.ResponseHeaderTimeout, transport.IdleConnTimeout = responseHeaderTimeout, idleConnTimeout
 	return &Client{
 		opts:      opts,
-		http:      &http.Client{Transport: retry.NewTransport(countingTransport{next: transport})},
+		http:      &http.Client{Transport: retry.NewTransport(countingTransport{next: transport}), CheckRedirect: redirectPolicy(opts.AllowedHosts)},
 		tokens:    klru.New(DefaultCacheSize),
 		hosts:     newHostLimiter(opts.HostConcurrency, opts.HostWait),
 		vectors:   newLRU("vector", opts.CacheSize, opts.CacheBytes, (*Vector).retainedBytes),

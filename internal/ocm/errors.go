@@ -137,13 +137,17 @@ func newError(reason Reason, ref string, format string, args ...any) *Error {
 }
 
 // classify turns an error from the OCI client or the file system into an *Error. Errors that already are one
-// pass through, so deeper layers can be more specific.
+// pass through, so deeper layers can be more specific; one raised inside the HTTP client, which names no reference,
+// gets ref in place of the client's wrapping (the method and URL of the request).
 func classify(ref string, err error) error {
 	if err == nil {
 		return nil
 	}
 	var e *Error
 	if errors.As(err, &e) {
+		if e.Ref == "" {
+			return &Error{Reason: e.Reason, Ref: ref, Err: e.Err}
+		}
 		return err
 	}
 	// Unavailable covers what is left: connection failures, timeouts, 5xx.

@@ -2,10 +2,15 @@ package ocm
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
-	"slices"
+	"net/http"
+	"net/url"
 	"sync"
 	"time"
+
+	"github.com/fluxdeployer/fluxdeployer/pkg/allowlist"
 )
 
 // allowed refuses a reference to a registry host the operator did not list. CTF references name no host.
@@ -19,10 +24,84 @@ func (c *Client) allowed(r Ref) error {
 // allowedHost refuses, for ref, a registry host the operator did not list (Options.AllowedHosts; empty allows
 // every host): a reference may name any host, internal addresses included, and the operator would read it.
 func (c *Client) allowedHost(host, ref string) error {
-	if len(c.opts.AllowedHosts) == 0 || slices.Contains(c.opts.AllowedHosts, host) {
+	if c.opts.AllowedHosts.Allows(host) {
 		return nil
 	}
 	return newError(ReasonRegistryNotAllowed, ref, "registry %s is not among the allowed registries (--allowed-registries)", host)
+}
+
+// allowedAccesses refuses a vector one of whose artifacts has a resource whose access names a host the operator
+// did not list. Deployers have the resource fetched from that host (Flux's source-controller pulls it, outside the
+// operator's network policy), so an allow-list that covered only the vector's registry would still let a vector
+// reach any address, cloud metadata endpoints included. The vector is refused as a whole: nothing of it is
+// deployed while it names such a host.
+func (c *Client) allowedAccesses(v *Vector) error {
+	if len(c.opts.AllowedHosts) == 0 {
+		return nil
+	}
+	for _, entry := range v.Artifacts {
+		a := entry.Artifact
+		if a == nil {
+			continue
+		}
+		for _, res := range a.Resources {
+			host, ok := accessHost(res.Access)
+			if !ok {
+				continue
+			}
+			if err := c.allowedHost(host, a.Component+":"+a.Version); err != nil {
+				var e *Error
+				errors.As(err, &e) // allowedHost returns only *Error
+				return &Error{Reason: e.Reason, Ref: e.Ref, Err: fmt.Errorf("resource %s: %w", res.Name, e.Err)}
+			}
+		}
+	}
+	return nil
+}
+
+// accessHost is the host an access has its content fetched from: the registry of an OCI access's imageReference,
+// the host of a Helm access's helmRepository. ok is false for other accesses (a local blob is read from the
+// artifact's own registry, which the vector's reference names) and for an access that does not parse, which no
+// deployer fetches from anywhere.
+func accessHost(raw json.RawMessage) (host string, ok bool) {
+	var access struct {
+		Type           string `json:"type"`
+		ImageReference string `json:"imageReference"`
+		HelmRepository string `json:"helmRepository"`
+	}
+	if err := json.Unmarshal(raw, &access); err != nil {
+		return "", false
+	}
+	switch {
+	case isOCIAccessType(access.Type):
+		ref, _, err := parseImageReference(access.ImageReference)
+		return ref.Registry, err == nil
+	case isHelmAccessType(access.Type):
+		u, err := url.Parse(access.HelmRepository)
+		return u.Host, err == nil && u.Host != ""
+	}
+	return "", false
+}
+
+// maxRedirects is net/http's own limit on the redirects of one request.
+const maxRedirects = 10
+
+// redirectPolicy holds every redirect to the allow-list the first request passed: a registry of an allowed host
+// answers what it likes, and a redirect would otherwise take the read, and the token oras attaches to requests of
+// the same host, to any host, internal addresses included. Registries do redirect blob reads to storage hosts
+// (S3, GCS); with an allow-list, those hosts are listed too. No request is sent to a refused host.
+func redirectPolicy(allowed allowlist.Hosts) func(req *http.Request, via []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		if allowed.Allows(req.URL.Host) {
+			return nil
+		}
+		// No Ref: the HTTP client does not know the reference; classify gives the error the read's.
+		return newError(ReasonRegistryNotAllowed, "",
+			"registry %s redirected to %s, which is not among the allowed registries (--allowed-registries)", via[len(via)-1].URL.Host, req.URL.Host)
+	}
 }
 
 // hostLimiter bounds the reads in flight per registry host, so that a registry that answers slowly or never

@@ -124,7 +124,7 @@ type artifactManifest struct {
 //
 // One artifact failing does not fail the others: the vector comes back with that artifact's entry failed, with its
 // reason, together with an error joining every artifact failure. A nil vector means the vector itself could not be
-// read.
+// read, or that an artifact's resource names a host outside Options.AllowedHosts (RegistryNotAllowed).
 func (c *Client) ResolveVector(ctx context.Context, ref string, read Read) (*Vector, error) {
 	r, err := ParseRef(ref)
 	if err != nil {
@@ -196,6 +196,9 @@ func (c *Client) ResolveVector(ctx context.Context, ref string, read Read) (*Vec
 		})
 	}
 	_ = g.Wait() // the goroutines report through the entries
+	if err := c.allowedAccesses(v); err != nil {
+		return nil, err
+	}
 	if err := v.artifactErrors(); err != nil {
 		return v, err // not cached: a retry may heal a transient failure
 	}

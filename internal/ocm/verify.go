@@ -200,19 +200,34 @@ func isOCIAccessType(t string) bool {
 	return slices.Contains([]string{"OCIImage", "ociImage", "ociArtifact", "ociRegistry"}, name) && (version == "" || version == "v1")
 }
 
+// isHelmAccessType reports whether an access type is OCM's Helm repository access, by any of its aliases.
+func isHelmAccessType(t string) bool {
+	name, version, _ := strings.Cut(t, "/")
+	return (name == "Helm" || name == "helm") && (version == "" || version == "v1")
+}
+
+// parseImageReference reads an OCM imageReference ([http://|https://|oci://]host/repo[:tag][@digest]): the
+// reference, selecting the digest when it names one, and whether the registry is read over plain HTTP.
+func parseImageReference(imageReference string) (ref registry.Reference, plainHTTP bool, err error) {
+	rest, plainHTTP := strings.CutPrefix(imageReference, "http://")
+	rest = strings.TrimPrefix(strings.TrimPrefix(rest, "https://"), "oci://")
+	name, digest, pinned := strings.Cut(rest, "@")
+	if ref, err = registry.ParseReference(name); err != nil {
+		return registry.Reference{}, false, fmt.Errorf("image reference %q: %w", imageReference, err)
+	}
+	if pinned {
+		ref.Reference = digest
+	}
+	return ref, plainHTTP, nil
+}
+
 // manifestDigest resolves an OCM imageReference ([http://|https://|oci://]host/repo[:tag][@digest]) to the digest
 // of the manifest it names in its registry, as a read of that registry: allowed host, per-host slot, the
 // credentials for the host under the TLS rule.
 func (c *Client) manifestDigest(ctx context.Context, imageReference string, creds Credentials) (string, error) {
-	rest, plainHTTP := strings.CutPrefix(imageReference, "http://")
-	rest = strings.TrimPrefix(strings.TrimPrefix(rest, "https://"), "oci://")
-	name, digest, pinned := strings.Cut(rest, "@")
-	ref, err := registry.ParseReference(name)
+	ref, plainHTTP, err := parseImageReference(imageReference)
 	if err != nil {
-		return "", &Error{Reason: ReasonDigestMismatch, Ref: imageReference, Err: fmt.Errorf("image reference %q: %w", imageReference, err)}
-	}
-	if pinned {
-		ref.Reference = digest
+		return "", &Error{Reason: ReasonDigestMismatch, Ref: imageReference, Err: err}
 	}
 	if err := c.allowedHost(ref.Registry, imageReference); err != nil {
 		return "", err

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/pkg/allowlist"
 	"github.com/fluxdeployer/fluxdeployer/pkg/sanitize"
 )
 
@@ -53,6 +54,10 @@ type Options struct {
 	// Shard selects the objects of this instance's shard (--watch-label-selector); nil: the operator is not
 	// sharded, and its cache holds every object of the kinds it watches.
 	Shard labels.Selector
+	// AllowedRegistries are the registry hosts (host[:port]) the operator reads and has Flux pull from
+	// (--allowed-registries): both reconcilers check the hosts a tenant's objects name against this one list.
+	// Empty allows every host.
+	AllowedRegistries allowlist.Hosts
 	// SkipNameValidation lets several managers in one process (benchmarks, tests) register controllers of the
 	// same name.
 	SkipNameValidation bool

@@ -198,7 +198,8 @@ func TestNetworkPolicyAdmitsOnlyMetricsAndProbes(t *testing.T) {
 		}
 	}
 
-	// Egress: DNS over UDP and TCP; TCP to every port of every address but the link-local ones, and to every pod.
+	// Egress: DNS over UDP and TCP; TCP to every port of every address but the cloud metadata services, and to every
+	// pod.
 	if len(np.Spec.Egress) != 2 {
 		t.Fatalf("egress %+v, want a DNS rule and a TCP rule", np.Spec.Egress)
 	}
@@ -223,7 +224,7 @@ func TestNetworkPolicyAdmitsOnlyMetricsAndProbes(t *testing.T) {
 			allPods = true
 		}
 	}
-	if want := []string{"0.0.0.0/0 except 169.254.0.0/16", "::/0 except fe80::/10,fd00:ec2::254/128"}; !slices.Equal(excepted, want) || !allPods {
+	if want := []string{"0.0.0.0/0 except 169.254.0.0/16,100.100.100.200/32", "::/0 except fe80::/10,fd00:ec2::254/128"}; !slices.Equal(excepted, want) || !allPods {
 		t.Errorf("TCP egress to %v and every pod: %t; want %v and every pod", excepted, allPods, want)
 	}
 }

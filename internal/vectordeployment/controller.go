@@ -335,7 +335,6 @@ type Options struct {
 	registrySecrets            []string
 	registrySecretsHosts       []string
 	insecureRegistryCredsHosts []string
-	allowedRegistries          []string
 	registryHostConcurrency    int
 	requireSignatures          bool
 	signatureKeys              string
@@ -362,8 +361,6 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 			"behalf; other hosts are read with the VectorDeployment's own spec.secretRef, or anonymously")
 	fs.StringSliceVar(&o.insecureRegistryCredsHosts, "insecure-registry-credentials-hosts", nil,
 		"registry hosts (host[:port]) credentials may be sent to over plain HTTP (http:// references); to others they are sent over TLS only")
-	fs.StringSliceVar(&o.allowedRegistries, "allowed-registries", nil,
-		"registry hosts (host[:port]) VectorDeployments may name; a reference to another host is refused (RegistryNotAllowed). Empty allows every host")
 	fs.IntVar(&o.registryHostConcurrency, "registry-host-concurrency", ocm.DefaultHostConcurrency,
 		"vectors read at once from one registry host; a further read waits up to 10s, then is retried (RegistryBusy). "+
 			"Keep it below --concurrent, so that a registry that never answers cannot hold every worker")
@@ -402,7 +399,7 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 	if resolver == nil {
 		resolver = ocm.NewClient(ocm.Options{
 			InsecureCredentialHosts: o.insecureRegistryCredsHosts,
-			AllowedHosts:            o.allowedRegistries,
+			AllowedHosts:            shared.AllowedRegistries,
 			HostConcurrency:         o.registryHostConcurrency,
 		})
 	}

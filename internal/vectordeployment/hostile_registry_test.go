@@ -75,6 +75,30 @@ func TestRegistryAllowList(t *testing.T) {
 	}
 }
 
+// TestArtifactHostAllowList: with --allowed-registries, a vector from an allowed registry one of whose artifacts has
+// its chart on a host not allowed (here the cloud metadata address) is Stalled with RegistryNotAllowed and a
+// Warning event naming the artifact and the host, and no ArtifactDeployment is created, not even for its other,
+// allowed artifact: nothing would have source-controller pull from that host. Before, both were created.
+func TestArtifactHostAllowList(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	good := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true) // its chart is on ghcr.io
+	metadata := ocmtest.Artifact("acme.org/artifacts/backend", "1.0.0", helmType, true)
+	metadata.Resources[1] = ocmtest.ChartResource("1.0.0", "169.254.169.254/charts/backend:1.0.0")
+	vector := pushVector(t, reg, "acme.org/vectors/shop", good, metadata)
+	startManager(t, managerOptions{resolver: ocm.NewClient(ocm.Options{AllowedHosts: []string{reg.Host, "ghcr.io"}})})
+
+	ns := newNamespace(t)
+	vd := createVectorDeployment(t, ns, "shop", vector)
+	vd = waitForCondition(t, vd, konfidencev1.StalledCondition, metav1.ConditionTrue, string(ocm.ReasonRegistryNotAllowed))
+	if conditions.GetReason(vd, konfidencev1.ReadyCondition) != string(ocm.ReasonRegistryNotAllowed) {
+		t.Errorf("Ready: %+v", conditions.Get(vd, konfidencev1.ReadyCondition))
+	}
+	waitForEvent(t, ns, vd.Name, string(ocm.ReasonRegistryNotAllowed), "acme.org/artifacts/backend:1.0.0", "169.254.169.254")
+	if ads := listADs(t, ns); len(ads) != 0 {
+		t.Errorf("created %v", keys(ads))
+	}
+}
+
 // TestHangingRegistryDoesNotStarveOthers: VectorDeployments of a registry that accepts requests and never answers
 // occupy at most --registry-host-concurrency of the reconciler's workers; a vector of another registry still
 // resolves, and the VectorDeployments waiting for the hanging one say RegistryBusy. Without

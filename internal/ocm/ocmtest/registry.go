@@ -41,6 +41,7 @@ type Registry struct {
 	authorizations []string
 	hanging        atomic.Bool
 	refusal        atomic.Pointer[string] // the message every request is refused with, when set
+	redirect       atomic.Pointer[string] // the host every request is redirected to, when set
 	closed         chan struct{}          // closed by Close, releasing hanging requests
 	closeOnce      sync.Once
 }
@@ -147,6 +148,12 @@ func (r *Registry) handler(next http.Handler) http.Handler {
 			_ = json.NewEncoder(w).Encode(map[string]any{"errors": []map[string]string{{"code": "DENIED", "message": *msg}}})
 			return
 		}
+		if to := r.redirect.Load(); to != nil {
+			target := *req.URL
+			target.Scheme, target.Host = "http", *to
+			http.Redirect(w, req, target.String(), http.StatusTemporaryRedirect) //nolint:gosec // G710: redirecting anywhere is what this hostile test registry is for
+			return
+		}
 		if r.hanging.Load() {
 			select {
 			case <-req.Context().Done():
@@ -199,6 +206,11 @@ func (r *Registry) Tamper(digest string) {
 	defer r.mu.Unlock()
 	r.tampered[digest] = true
 }
+
+// RedirectTo makes the registry answer every further request with 307 Temporary Redirect to the same path and
+// query on host (plain HTTP), as registries redirect blob reads to a storage host, and as a hostile registry
+// redirects to whatever address it wants read.
+func (r *Registry) RedirectTo(host string) { r.redirect.Store(&host) }
 
 // SetUnavailable makes the registry answer every request with 503 Service Unavailable while down is true, as
 // a registry in maintenance or behind a failing load balancer does.

@@ -253,23 +253,30 @@ func TestReconcileRequestsWithinTheBoundRevalidate(t *testing.T) {
 		})
 		return reg.Requests() - before
 	}
-	if n := request("first"); n < 1+4*32 {
-		t.Errorf("the first reconcile request made %d registry requests, want the vector and its 32 artifacts read again", n)
+	first := request("first")
+	if first < 1+4*32 {
+		t.Errorf("the first reconcile request made %d registry requests, want the vector and its 32 artifacts read again", first)
 	}
+	var again []int64
 	for i := range 4 {
-		if n := request(fmt.Sprintf("again-%d", i)); n > 1 {
+		n := request(fmt.Sprintf("again-%d", i))
+		if n > 1 {
 			t.Errorf("reconcile request %d within the bound made %d registry requests, want at most 1 (the vector's tag)", i+2, n)
 		}
+		again = append(again, n)
 	}
+	t.Logf("registry requests of five reconcile requests: %d, then %v", first, again)
 
 	// The same version pushed again with one more artifact: the tag has moved.
 	more := append(artifacts, ocmtest.Artifact("acme.org/artifacts/a32", "1.0.0", helmType, true))
 	pushVector(t, reg, "acme.org/vectors/shop", more...)
 	// The tag, the vector read (manifest, config, descriptor), and the new artifact (manifest, config, descriptor,
 	// artifact manifest).
-	if n := request("moved"); n > 1+3+4 {
-		t.Errorf("a reconcile request after the vector moved made %d registry requests, want the vector and the new artifact read, no more", n)
+	moved := request("moved")
+	if moved > 1+3+4 {
+		t.Errorf("a reconcile request after the vector moved made %d registry requests, want the vector and the new artifact read, no more", moved)
 	}
+	t.Logf("registry requests of a reconcile request after the vector moved: %d", moved)
 	if got := getVD(t, vd).Status.Artifacts; got != 33 {
 		t.Errorf("status.artifacts %d after the vector moved, want 33", got)
 	}

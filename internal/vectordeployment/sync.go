@@ -64,13 +64,13 @@ func (r *Reconciler) syncArtifacts(ctx context.Context, vd *konfidencev1.VectorD
 		}
 		slot, err := r.syncArtifact(ctx, vd, ra.Artifact, collisionCountOfSlot(vd, ra.Artifact.Component))
 		switch {
+		case err == nil:
+			slots[ra.Artifact.Component] = slot
 		case outcome.Stalls(err), FailureReason(err) == konfidencev1.QuotaExceededReason:
 			// The artifact fails alone, with its reason in the status and an event; the others still deploy.
 			ra.Err = err
-		case err != nil:
-			errs = append(errs, err)
 		default:
-			slots[ra.Artifact.Component] = slot
+			errs = append(errs, err)
 		}
 	}
 	r.eventOwnership(vd, slots)

@@ -84,3 +84,8 @@ const (
 	// for it.
 	VectorTooLargeReason = "VectorTooLarge"
 )
+
+// QuotaExceededReason is the reason when a ResourceQuota of the namespace refused an ArtifactDeployment the vector
+// needs (an object count quota such as count/artifactdeployments.konfidence.cloud). The artifact is retried with
+// backoff until the quota admits it; the message names the quota.
+const QuotaExceededReason = "QuotaExceeded"

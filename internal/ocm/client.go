@@ -40,9 +40,16 @@ const (
 	// DefaultHostConcurrency is half the operator's default --concurrent (4).
 	DefaultHostConcurrency = 2
 	// DefaultHostWait is far above a healthy registry's read time, and far below DefaultTimeout.
-	DefaultHostWait    = 10 * time.Second
-	DefaultConcurrency = 4
-	DefaultCacheSize   = 512
+	DefaultHostWait = 10 * time.Second
+	// DefaultNamespaceConcurrency is half the operator's default --concurrent (4): one namespace's reads hold at
+	// most two workers whatever registries they name.
+	DefaultNamespaceConcurrency = 2
+	// DefaultNamespaceWait is above a healthy registry's read time and short, since a read waiting for its
+	// namespace's turn holds a worker another namespace may be waiting for: past it, the read gives up and waits in
+	// the controller's queue with backoff instead.
+	DefaultNamespaceWait = 2 * time.Second
+	DefaultConcurrency   = 4
+	DefaultCacheSize     = 512
 	// DefaultCacheBytes bounds each cache (vectors, artifacts) by what its entries retain. An artifact of a few
 	// resources retains 1 to 2 KiB, a vector its artifacts besides: 32 MiB holds DefaultCacheSize of either with
 	// room for vectors of hundreds of artifacts, yet the two caches together take an eighth of the operator's 512 Mi.
@@ -84,6 +91,12 @@ type Options struct {
 	// the caller's workers. Keep HostConcurrency below the number of workers.
 	HostConcurrency int
 	HostWait        time.Duration
+	// NamespaceConcurrency bounds the reads in flight for one namespace (Read.Namespace), and NamespaceWait how long
+	// a read waits for its turn before it fails as NamespaceBusy: a tenant's registries, under however many hosts,
+	// ports or names, then hold at most NamespaceConcurrency of the caller's workers, and other namespaces' reads go
+	// on with the rest. Keep it below the number of workers.
+	NamespaceConcurrency int
+	NamespaceWait        time.Duration
 	// Timeout bounds one ResolveVector call, and one VerifyVector call, on top of the caller's context.
 	Timeout time.Duration
 	// Concurrency bounds how many artifacts of a vector are resolved at once.
@@ -104,6 +117,8 @@ func (o Options) withDefaults() Options {
 	setDefault(&o.Timeout, DefaultTimeout)
 	setDefault(&o.HostConcurrency, DefaultHostConcurrency)
 	setDefault(&o.HostWait, DefaultHostWait)
+	setDefault(&o.NamespaceConcurrency, DefaultNamespaceConcurrency)
+	setDefault(&o.NamespaceWait, DefaultNamespaceWait)
 	setDefault(&o.Concurrency, DefaultConcurrency)
 	if o.CacheSize == 0 {
 		o.CacheSize = DefaultCacheSize
@@ -130,6 +145,13 @@ type Read struct {
 	// immutable, yet a user who asks for a reconcile expects the registry to be asked: a component version pushed
 	// again under the same version (against OCM's rules, but it happens) or one deleted shows up this way.
 	BypassCache bool
+	// Revalidate serves a cached vector only while its version's tag still points at the manifest it was read
+	// from, which costs one request; a vector whose tag moved is read again, its artifacts from the cache. It is
+	// the cheap way to ask the registry: a caller that bypassed the cache a moment ago revalidates instead.
+	Revalidate bool
+	// Namespace is the namespace the reads are made for; the reads in flight for one namespace are bounded
+	// (Options.NamespaceConcurrency). Empty: bounded per registry host only.
+	Namespace string
 }
 
 // Client reads vectors and artifacts from OCI registries and CTF directories. It is safe for concurrent use;
@@ -139,11 +161,12 @@ type Client struct {
 	http *http.Client
 	// tokens holds one oras token cache per credential (by access.id), so that a token obtained with one
 	// tenant's credentials is never presented for another's reads.
-	tokens    *klru.Cache
-	hosts     *hostLimiter
-	vectors   *lru[*Vector]
-	artifacts *lru[*Artifact]
-	verified  *lru[struct{}] // VerifyVector's successes
+	tokens     *klru.Cache
+	hosts      *limiter
+	namespaces *limiter
+	vectors    *lru[*Vector]
+	artifacts  *lru[*Artifact]
+	verified   *lru[struct{}] // VerifyVector's successes
 }
 
 // NewClient returns a Client.
@@ -153,13 +176,14 @@ func NewClient(opts Options) *Client {
 	transport.TLSClientConfig = &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12}
 	transport.ResponseHeaderTimeout, transport.IdleConnTimeout = responseHeaderTimeout, idleConnTimeout
 	return &Client{
-		opts:      opts,
-		http:      &http.Client{Transport: retry.NewTransport(countingTransport{next: transport}), CheckRedirect: redirectPolicy(opts.AllowedHosts)},
-		tokens:    klru.New(DefaultCacheSize),
-		hosts:     newHostLimiter(opts.HostConcurrency, opts.HostWait),
-		vectors:   newLRU("vector", opts.CacheSize, opts.CacheBytes, (*Vector).retainedBytes),
-		artifacts: newLRU("artifact", opts.CacheSize, opts.CacheBytes, (*Artifact).retainedBytes),
-		verified:  newLRU("verification", opts.CacheSize, opts.CacheBytes, func(struct{}) int64 { return 0 }),
+		opts:       opts,
+		http:       &http.Client{Transport: retry.NewTransport(countingTransport{next: transport}), CheckRedirect: redirectPolicy(opts.AllowedHosts)},
+		tokens:     klru.New(DefaultCacheSize),
+		hosts:      newLimiter(opts.HostConcurrency, opts.HostWait, ReasonRegistryBusy, "registry"),
+		namespaces: newLimiter(opts.NamespaceConcurrency, opts.NamespaceWait, ReasonNamespaceBusy, "namespace"),
+		vectors:    newLRU("vector", opts.CacheSize, opts.CacheBytes, (*Vector).retainedBytes),
+		artifacts:  newLRU("artifact", opts.CacheSize, opts.CacheBytes, (*Artifact).retainedBytes),
+		verified:   newLRU("verification", opts.CacheSize, opts.CacheBytes, func(struct{}) int64 { return 0 }),
 	}
 }
 

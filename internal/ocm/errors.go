@@ -40,6 +40,9 @@ const (
 	ReasonRegistryNotAllowed Reason = "RegistryNotAllowed"
 	// ReasonRegistryBusy: the registry's reads in flight stayed at Options.HostConcurrency for Options.HostWait.
 	ReasonRegistryBusy Reason = "RegistryBusy"
+	// ReasonNamespaceBusy: the reads in flight for the namespace stayed at Options.NamespaceConcurrency for
+	// Options.NamespaceWait.
+	ReasonNamespaceBusy Reason = "NamespaceBusy"
 )
 
 // ReasonDescriptorMismatch is the reason when a descriptor names another component or version than the reference
@@ -104,6 +107,7 @@ var (
 	ErrCredentialsRequireTLS = &Error{Reason: ReasonCredentialsRequireTLS}
 	ErrRegistryNotAllowed    = &Error{Reason: ReasonRegistryNotAllowed}
 	ErrRegistryBusy          = &Error{Reason: ReasonRegistryBusy}
+	ErrNamespaceBusy         = &Error{Reason: ReasonNamespaceBusy}
 	ErrDescriptorMismatch    = &Error{Reason: ReasonDescriptorMismatch}
 	ErrSignatureMissing      = &Error{Reason: ReasonSignatureMissing}
 	ErrSignatureInvalid      = &Error{Reason: ReasonSignatureInvalid}

@@ -104,60 +104,85 @@ func redirectPolicy(allowed allowlist.Hosts) func(req *http.Request, via []*http
 	}
 }
 
-// hostLimiter bounds the reads in flight per registry host, so that a registry that answers slowly or never
-// holds at most that many of the operator's workers; reads of other registries go on with the rest.
-type hostLimiter struct {
-	limit int
-	// wait is how long a read waits for a slot before it gives up as RegistryBusy and frees its worker.
-	wait  time.Duration
-	mu    sync.Mutex
-	hosts map[string]*hostSlots
+// slots takes a read slot of the reads' namespace (Read.Namespace), then one of the registry host; release gives
+// both back. The namespace's comes first: a read over its namespace's bound takes no slot of a host that other
+// namespaces read as well.
+func (c *Client) slots(ctx context.Context, read Read, host, ref string) (release func(), err error) {
+	releaseNamespace := func() {}
+	if read.Namespace != "" {
+		if releaseNamespace, err = c.namespaces.acquire(ctx, read.Namespace, ref); err != nil {
+			return nil, err
+		}
+	}
+	releaseHost, err := c.hosts.acquire(ctx, host, ref)
+	if err != nil {
+		releaseNamespace()
+		return nil, err
+	}
+	return func() { releaseHost(); releaseNamespace() }, nil
 }
 
-// hostSlots is one host's semaphore; users counts holders and waiters, so an idle host's entry is dropped and
-// the map does not grow with every host a reference ever named.
-type hostSlots struct {
+// limiter bounds the reads in flight per key. Per registry host, a registry that answers slowly or never holds at
+// most that many of the operator's workers, and reads of other registries go on with the rest. A tenant names
+// hosts as it likes, though (one registry under many ports or names is many hosts), so per namespace too: one
+// namespace's reads hold at most that many workers, however many registries they name, and the reads of other
+// namespaces go on with the rest.
+type limiter struct {
+	limit int
+	// wait is how long a read waits for a slot before it gives up, as reason, and frees its worker: the controller
+	// retries it with backoff, so a key's excess waits in the work queue, not in a worker.
+	wait   time.Duration
+	reason Reason
+	// per names what a key is, in messages: "registry", "namespace".
+	per  string
+	mu   sync.Mutex
+	keys map[string]*keySlots
+}
+
+// keySlots is one key's semaphore; users counts holders and waiters, so an idle key's entry is dropped and the
+// map does not grow with every host or namespace ever read for.
+type keySlots struct {
 	slots chan struct{}
 	users int
 }
 
-func newHostLimiter(limit int, wait time.Duration) *hostLimiter {
-	return &hostLimiter{limit: limit, wait: wait, hosts: map[string]*hostSlots{}}
+func newLimiter(limit int, wait time.Duration, reason Reason, per string) *limiter {
+	return &limiter{limit: limit, wait: wait, reason: reason, per: per, keys: map[string]*keySlots{}}
 }
 
-// acquire takes one of host's slots, waiting at most l.wait; release gives it back.
-func (l *hostLimiter) acquire(ctx context.Context, host, ref string) (release func(), err error) {
-	h := l.use(host)
+// acquire takes one of key's slots for a read of ref, waiting at most l.wait; release gives it back.
+func (l *limiter) acquire(ctx context.Context, key, ref string) (release func(), err error) {
+	k := l.use(key)
 	timer := time.NewTimer(l.wait)
 	defer timer.Stop()
 	select {
-	case h.slots <- struct{}{}:
-		return func() { <-h.slots; l.leave(host, h) }, nil
+	case k.slots <- struct{}{}:
+		return func() { <-k.slots; l.leave(key, k) }, nil
 	case <-timer.C:
-		err = newError(ReasonRegistryBusy, ref, "%d reads of registry %s are in flight, the limit per registry; none ended within %s", l.limit, host, l.wait)
+		err = newError(l.reason, ref, "%d reads for %s %s are in flight, the limit per %s; none ended within %s", l.limit, l.per, key, l.per, l.wait)
 	case <-ctx.Done():
-		err = &Error{Reason: ReasonUnavailable, Ref: ref, Err: fmt.Errorf("waiting for a read slot of registry %s: %w", host, ctx.Err())}
+		err = &Error{Reason: ReasonUnavailable, Ref: ref, Err: fmt.Errorf("waiting for a read slot of %s %s: %w", l.per, key, ctx.Err())}
 	}
-	l.leave(host, h)
+	l.leave(key, k)
 	return nil, err
 }
 
-func (l *hostLimiter) use(host string) *hostSlots {
+func (l *limiter) use(key string) *keySlots {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h, ok := l.hosts[host]
+	k, ok := l.keys[key]
 	if !ok {
-		h = &hostSlots{slots: make(chan struct{}, l.limit)}
-		l.hosts[host] = h
+		k = &keySlots{slots: make(chan struct{}, l.limit)}
+		l.keys[key] = k
 	}
-	h.users++
-	return h
+	k.users++
+	return k
 }
 
-func (l *hostLimiter) leave(host string, h *hostSlots) {
+func (l *limiter) leave(key string, k *keySlots) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if h.users--; h.users == 0 {
-		delete(l.hosts, host)
+	if k.users--; k.users == 0 {
+		delete(l.keys, key)
 	}
 }

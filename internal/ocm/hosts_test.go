@@ -198,3 +198,39 @@ func TestArtifactHostsAreAllowListed(t *testing.T) {
 		})
 	}
 }
+
+// TestNamespaceBoundsReadsAcrossHosts: reads for one namespace (Read.Namespace) hold at most NamespaceConcurrency
+// slots whatever hosts they go to: with one registry that never answers held by a read, a read of another hanging
+// host for the same namespace gives up after NamespaceWait as NamespaceBusy, without reaching its registry, and a
+// read for another namespace is not held up. A read without a namespace is bounded per host only.
+func TestNamespaceBoundsReadsAcrossHosts(t *testing.T) {
+	first, second, healthy := ocmtest.NewRegistry(t), ocmtest.NewRegistry(t), ocmtest.NewRegistry(t)
+	firstRef, secondRef, healthyRef := publishedVector(t, first), publishedVector(t, second), publishedVector(t, healthy)
+	first.SetHanging(true)
+	second.SetHanging(true)
+	published, secondPublished := first.Requests(), second.Requests()
+	c := ocm.NewClient(ocm.Options{NamespaceConcurrency: 1, NamespaceWait: 100 * time.Millisecond, Timeout: 4 * time.Second})
+	ctx := context.Background()
+	tenant := ocm.Read{Namespace: "tenant"}
+
+	held := make(chan error, 1)
+	go func() {
+		_, err := c.ResolveVector(ctx, firstRef, tenant)
+		held <- err
+	}()
+	for first.Requests() == published { // the first read has its slots once its request arrives
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, err := c.ResolveVector(ctx, secondRef, tenant)
+	assertError(t, err, ocm.ErrNamespaceBusy, false)
+	if n := second.Requests() - secondPublished; n != 0 {
+		t.Errorf("the read over the namespace's bound sent %d requests", n)
+	}
+	if _, err := c.ResolveVector(ctx, healthyRef, ocm.Read{Namespace: "other"}); err != nil {
+		t.Errorf("another namespace's read: %v", err)
+	}
+	if _, err := c.Versions(ctx, secondRef, tenant); !errors.Is(err, ocm.ErrNamespaceBusy) {
+		t.Errorf("listing versions over the namespace's bound: %v, want NamespaceBusy", err)
+	}
+	assertError(t, <-held, ocm.ErrUnavailable, false)
+}

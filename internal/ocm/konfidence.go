@@ -138,17 +138,27 @@ func (c *Client) ResolveVector(ctx context.Context, ref string, read Read) (*Vec
 		return nil, err
 	}
 	key := cacheKey(r, a)
-	if v, ok := c.vectors.get(key, read.BypassCache); ok {
-		return v, nil
+	cached, ok := c.vectors.get(key, read.BypassCache)
+	if ok && !read.Revalidate {
+		return cached, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	if !r.IsCTF() {
-		release, err := c.hosts.acquire(ctx, r.Host(), r.Describe())
+		release, err := c.slots(ctx, read, r.Host(), r.Describe())
 		if err != nil {
 			return nil, err
 		}
 		defer release()
+	}
+	if ok {
+		digest, err := c.taggedDigest(ctx, r, a)
+		if err != nil {
+			return nil, a.explain(err)
+		}
+		if digest == cached.Digest {
+			return cached, nil
+		}
 	}
 	cv, err := c.readComponentVersion(ctx, r, a)
 	if err != nil {

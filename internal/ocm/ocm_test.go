@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -391,6 +392,30 @@ func TestResolveVectorCache(t *testing.T) {
 	}
 	if n := resolve("1.0.0"); n != 0 {
 		t.Errorf("resync after a bypass made %d registry requests, want 0", n)
+	}
+
+	// Revalidating costs the tag's resolution while it points where it did; once the version is pushed again with
+	// another artifact, the vector is read again and of its artifacts only the new one.
+	revalidate := func() int64 {
+		t.Helper()
+		before := reg.Requests()
+		if _, err := c.ResolveVector(ctx, reg.Ref("", vectorName, "1.0.0"), ocm.Read{Revalidate: true}); err != nil {
+			t.Fatal(err)
+		}
+		return reg.Requests() - before
+	}
+	if n := revalidate(); n != 1 {
+		t.Errorf("revalidating an unchanged vector made %d requests, want 1", n)
+	}
+	more := append(slices.Clone(artifacts), ocmtest.Artifact("acme.org/artifacts/a5", "1.0.0", "cloud.konfidence.flux.helm", true))
+	reg.Push(t, "", more[5], ocmtest.Vector(vectorName, "1.0.0", more...))
+	// The tag, the vector (manifest, config, descriptor), the new artifact (manifest, config, descriptor, its
+	// artifact manifest).
+	if n := revalidate(); n != 1+3+4 {
+		t.Errorf("revalidating a moved vector made %d requests, want 8", n)
+	}
+	if n := resolve("1.0.0"); n != 0 {
+		t.Errorf("resync after a revalidation made %d registry requests, want 0", n)
 	}
 
 	// Aliases move, so they are re-read every time.

@@ -97,6 +97,21 @@ func (c *Client) readComponentVersion(ctx context.Context, r Ref, a access) (*co
 	return cv, nil
 }
 
+// taggedDigest resolves r's version tag to the digest of the manifest or index it points at, with one request,
+// and reads nothing more: the body is not read, the digest being the response's.
+func (c *Client) taggedDigest(ctx context.Context, r Ref, a access) (string, error) {
+	s, err := c.store(r, a)
+	if err != nil {
+		return "", err
+	}
+	desc, rc, err := s.FetchReference(ctx, spec.VersionTag(r.Version))
+	if err != nil {
+		return "", classify(r.Describe(), err)
+	}
+	_ = rc.Close() // nothing of it is needed
+	return desc.Digest.String(), nil
+}
+
 // maxConcurrentDecodes bounds the manifest and descriptor decodes running at once in the process, across Clients
 // and reconcilers. At the size limits one decode costs up to ~30 MiB of heap (docs/security.md), so decoding
 // stays below 64 MiB whatever number of registries, vectors and workers; decoding is CPU-bound, so more slots

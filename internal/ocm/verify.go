@@ -37,7 +37,7 @@ type TrustPolicy struct {
 // deployers pin the digest.
 //
 // The registries resources name are tenant input like the vector's: they are read under Options.Timeout, within
-// the per-host limit, only when Options.AllowedHosts allows them, and with the credentials reads of that host
+// the per-namespace and per-host limits, only when Options.AllowedHosts allows them, and with the credentials reads of that host
 // present (Read.Credentials, under the same TLS rule). A read that fails keeps its own reason (Unauthorized,
 // RegistryUnavailable, ...); DigestMismatch means content and digest disagree, or no digest covers the content.
 func (c *Client) VerifyVector(ctx context.Context, v *Vector, policy TrustPolicy, read Read) error {
@@ -47,7 +47,7 @@ func (c *Client) VerifyVector(ctx context.Context, v *Vector, policy TrustPolicy
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	complete, err := c.verifyVector(ctx, v, policy, read.Credentials)
+	complete, err := c.verifyVector(ctx, v, policy, read)
 	switch {
 	case err != nil:
 		// A failure found while bypassing the cache (a reconcile request) replaces an earlier success, so the
@@ -60,7 +60,7 @@ func (c *Client) VerifyVector(ctx context.Context, v *Vector, policy TrustPolicy
 }
 
 // verifyVector does VerifyVector's checks; complete is false when an artifact was skipped.
-func (c *Client) verifyVector(ctx context.Context, v *Vector, policy TrustPolicy, creds Credentials) (complete bool, err error) {
+func (c *Client) verifyVector(ctx context.Context, v *Vector, policy TrustPolicy, read Read) (complete bool, err error) {
 	name := v.Component + ":" + v.Version
 	if v.signedErr != nil {
 		return false, signatureError(name, fmt.Errorf("%w: %w", signing.ErrSignatureInvalid, v.signedErr))
@@ -78,7 +78,7 @@ func (c *Client) verifyVector(ctx context.Context, v *Vector, policy TrustPolicy
 		if err := verifyReference(ref, a); err != nil {
 			return false, err
 		}
-		if err := c.verifyResources(ctx, a, creds); err != nil {
+		if err := c.verifyResources(ctx, a, read); err != nil {
 			return false, err
 		}
 	}
@@ -122,10 +122,10 @@ func verifyReference(ref spec.Reference, a *Artifact) error {
 // verifyResources checks each resource's digest against what its access names, reading the access deployers are
 // given. The signature covers digests, not accesses, so a resource without a digest would deploy unverified
 // content: it is refused.
-func (c *Client) verifyResources(ctx context.Context, a *Artifact, creds Credentials) error {
+func (c *Client) verifyResources(ctx context.Context, a *Artifact, read Read) error {
 	name := a.Component + ":" + a.Version
 	for _, res := range slices.Concat(a.manifests, a.Resources) {
-		if err := c.verifyResource(ctx, res, creds); err != nil {
+		if err := c.verifyResource(ctx, res, read); err != nil {
 			var e *Error
 			errors.As(err, &e) // verifyResource returns only *Error
 			cause := fmt.Errorf("resource %s: %w", res.Name, e.Err)
@@ -139,7 +139,7 @@ func (c *Client) verifyResources(ctx context.Context, a *Artifact, creds Credent
 }
 
 // verifyResource checks one resource. Its errors are *Error, mismatches without Ref.
-func (c *Client) verifyResource(ctx context.Context, res Resource, creds Credentials) error {
+func (c *Client) verifyResource(ctx context.Context, res Resource, read Read) error {
 	mismatch := func(format string, args ...any) error {
 		return &Error{Reason: ReasonDigestMismatch, Err: fmt.Errorf(format, args...)}
 	}
@@ -169,7 +169,7 @@ func (c *Client) verifyResource(ctx context.Context, res Resource, creds Credent
 		}
 		return nil
 	case isOCIAccessType(access.Type):
-		got, err := c.manifestDigest(ctx, access.ImageReference, creds)
+		got, err := c.manifestDigest(ctx, access.ImageReference, read)
 		if err != nil {
 			return err
 		}
@@ -222,9 +222,9 @@ func parseImageReference(imageReference string) (ref registry.Reference, plainHT
 }
 
 // manifestDigest resolves an OCM imageReference ([http://|https://|oci://]host/repo[:tag][@digest]) to the digest
-// of the manifest it names in its registry, as a read of that registry: allowed host, per-host slot, the
+// of the manifest it names in its registry, as a read of that registry: allowed host, namespace and host slots, the
 // credentials for the host under the TLS rule.
-func (c *Client) manifestDigest(ctx context.Context, imageReference string, creds Credentials) (string, error) {
+func (c *Client) manifestDigest(ctx context.Context, imageReference string, read Read) (string, error) {
 	ref, plainHTTP, err := parseImageReference(imageReference)
 	if err != nil {
 		return "", &Error{Reason: ReasonDigestMismatch, Ref: imageReference, Err: err}
@@ -232,11 +232,11 @@ func (c *Client) manifestDigest(ctx context.Context, imageReference string, cred
 	if err := c.allowedHost(ref.Registry, imageReference); err != nil {
 		return "", err
 	}
-	a, err := c.hostAccess(ctx, ref.Registry, plainHTTP, imageReference, creds)
+	a, err := c.hostAccess(ctx, ref.Registry, plainHTTP, imageReference, read.Credentials)
 	if err != nil {
 		return "", err
 	}
-	release, err := c.hosts.acquire(ctx, ref.Registry, imageReference)
+	release, err := c.slots(ctx, read, ref.Registry, imageReference)
 	if err != nil {
 		return "", err
 	}

@@ -14,7 +14,7 @@ const MaxListedVersions = 10000
 // Versions lists the versions of ref's component in its OCI registry: the tags of the component's repository that
 // are versions, each read back as OCM writes a version into a tag ("+" becomes ".build-"); aliases such as
 // "latest" are left out. ref names the component, with or without a version. The reads pass the same allow-list,
-// credentials, host limit and timeout as ResolveVector's.
+// credentials, namespace and host limits and timeout as ResolveVector's.
 func (c *Client) Versions(ctx context.Context, ref string, read Read) ([]string, error) {
 	r, err := ParseRef(ref)
 	if err != nil {
@@ -32,7 +32,7 @@ func (c *Client) Versions(ctx context.Context, ref string, read Read) ([]string,
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	release, err := c.hosts.acquire(ctx, r.Host(), r.Describe())
+	release, err := c.slots(ctx, read, r.Host(), r.Describe())
 	if err != nil {
 		return nil, err
 	}

@@ -12,8 +12,8 @@ import (
 
 // What a Stage asks before it creates a VectorDeployment for a version in its semver range. vd is the
 // VectorDeployment the Stage would create (its namespace, spec.vector, spec.secretRef and spec.verify); it need not
-// exist. Both read exactly as a reconcile of vd would: through the same OCM client (its allow-list, host limits,
-// timeouts and cache), with the credentials vd may use, so a Stage opens no way to a registry that a
+// exist. Both read exactly as a reconcile of vd would: through the same OCM client (its allow-list, namespace and
+// host limits, timeouts and cache), with the credentials vd may use, so a Stage opens no way to a registry that a
 // VectorDeployment of its namespace does not have.
 
 // Versions lists the versions of vd's vector component in its registry.
@@ -25,7 +25,7 @@ func (r *Reconciler) Versions(ctx context.Context, vd *konfidencev1.VectorDeploy
 	if err != nil {
 		return nil, err
 	}
-	versions, err := r.OCM.Versions(ctx, vd.Spec.Vector, ocm.Read{Credentials: creds, BypassCache: bypassCache})
+	versions, err := r.OCM.Versions(ctx, vd.Spec.Vector, r.read(vd, creds, ocm.Read{BypassCache: bypassCache}))
 	if err != nil {
 		return nil, fromOCM(err)
 	}
@@ -48,7 +48,7 @@ func (r *Reconciler) Verify(ctx context.Context, vd *konfidencev1.VectorDeployme
 	if err != nil {
 		return true, err
 	}
-	_, _, err = r.readVector(ctx, vd.Spec.Vector, trust, ocm.Read{Credentials: creds, BypassCache: bypassCache})
+	_, _, err = r.readVector(ctx, vd.Spec.Vector, trust, r.read(vd, creds, ocm.Read{BypassCache: bypassCache}))
 	if err != nil && !outcome.Stalls(err) && slices.Contains(verificationFailures, ocm.ReasonOf(err)) {
 		// Retried on a VectorDeployment, since keys may be rotated; for a Stage choosing among versions, this
 		// version does not verify now and the next older one is tried.

@@ -61,6 +61,9 @@ type Reconciler struct {
 	synced sync.Map // of client.ObjectKey to syncedSpec
 	// written holds, per VectorDeployment, the resourceVersion its last status write replaced (see staleRead).
 	written sync.Map // of client.ObjectKey to string
+	// bypassed holds, per VectorDeployment, when a reconcile request of it last read around the cache (see
+	// cacheUse).
+	bypassed sync.Map // of client.ObjectKey to time.Time
 
 	// reconciled, when set, is called when a reconcile has ended, its writes done: tests count the reconciles of
 	// one VectorDeployment with it (controller-runtime's metric counts those of every manager in the process) and
@@ -71,6 +74,8 @@ type Reconciler struct {
 	hashLength int
 	// maxArtifacts is konfidencev1.MaxArtifactsPerVector; tests lower it so that a small vector exceeds it.
 	maxArtifacts int
+	// bypassInterval is MinBypassInterval; tests shorten it to make every request read around the cache.
+	bypassInterval time.Duration
 }
 
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments,verbs=get;list;watch;patch
@@ -114,19 +119,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	original := vd.DeepCopy()
 	requested, newRequest := reconcileRequest(vd)
 	if newRequest {
-		// A user asked for this reconcile: read the registry, not the cache, and record that it was handled
-		// (with the one status write of this reconcile).
+		// A user asked for this reconcile: ask the registry, not the cache (see cacheUse), and record that it was
+		// handled (with the one status write of this reconcile).
 		vd.Status.SetLastHandledReconcileRequest(requested)
 	}
-	bypassCache := newRequest || readFailed(vd)
 	var end ending
 	if err := r.checkShardKey(ctx, vd); err != nil {
 		r.synced.Delete(req.NamespacedName)
 		end = ending{err: err}
-	} else if synced, ok := r.statusOnly(vd, bypassCache); ok {
+	} else if synced, ok := r.statusOnly(vd, newRequest || readFailed(vd)); ok {
 		end = r.reconcileStatus(ctx, vd, synced)
 	} else {
-		end = r.reconcile(ctx, vd, bypassCache)
+		end = r.reconcile(ctx, vd, r.cacheUse(vd, newRequest, time.Now()))
 	}
 	if end.holdsStatus(newRequest) {
 		// What the status would say now is only that the new ArtifactDeployments are on their way; their first
@@ -181,6 +185,7 @@ func (r *Reconciler) status() outcome.Status[*konfidencev1.VectorDeployment] {
 func (r *Reconciler) forget(key client.ObjectKey) {
 	r.synced.Delete(key)
 	r.written.Delete(key)
+	r.bypassed.Delete(key)
 	r.Metrics.Forget(key)
 	forgetArtifacts(key)
 }
@@ -211,14 +216,15 @@ func (e ending) holdsStatus(requested bool) bool {
 }
 
 // reconcile runs the steps of a reconcile on vd in order, each marking the conditions it decides: the registry
-// credentials, the vector, one ArtifactDeployment per artifact, and the summary of their state.
-func (r *Reconciler) reconcile(ctx context.Context, vd *konfidencev1.VectorDeployment, bypassCache bool) ending {
+// credentials, the vector, one ArtifactDeployment per artifact, and the summary of their state. cache says how the
+// vector's reads use the OCM client's cache (see cacheUse).
+func (r *Reconciler) reconcile(ctx context.Context, vd *konfidencev1.VectorDeployment, cache ocm.Read) ending {
 	r.synced.Delete(client.ObjectKeyFromObject(vd))
 	creds, err := r.Credentials.forVectorDeployment(ctx, r.APIReader, vd)
 	if err != nil {
 		return ending{err: failVector(vd, err)}
 	}
-	artifacts, err := r.resolve(ctx, vd, ocm.Read{Credentials: creds, BypassCache: bypassCache})
+	artifacts, err := r.resolve(ctx, vd, r.read(vd, creds, cache))
 	if err != nil {
 		return ending{err: err}
 	}
@@ -299,7 +305,7 @@ func (r *Reconciler) reconcileStatus(ctx context.Context, vd *konfidencev1.Vecto
 		if err := r.Get(ctx, client.ObjectKey{Namespace: vd.Namespace, Name: entry.Name}, ad); err != nil || !ad.DeletionTimestamp.IsZero() || !IsOwnedBy(ad, vd) ||
 			shardKeyOf(ad) != synced.shard {
 			r.synced.Delete(client.ObjectKeyFromObject(vd))
-			return r.reconcile(ctx, vd, false)
+			return r.reconcile(ctx, vd, ocm.Read{})
 		}
 		slots[component] = slotResult{outcome: adopted, name: entry.Name, collisionCount: ptr.Deref(entry.CollisionCount, 0), deployment: ad}
 		artifacts = append(artifacts, ResolvedArtifact{Component: component})
@@ -314,12 +320,44 @@ func (r *Reconciler) reconcileStatus(ctx context.Context, vd *konfidencev1.Vecto
 	return r.ended(s, artifacts, slots)
 }
 
-// readFailed tells whether vd's last read of its vector failed: its retries read the registry, not the cache, as
-// the request that failed did. The cache holds what an earlier read found, so a retry answered from it would
-// report that content as read now, and Ready would turn True again in the middle of a registry outage a user
-// asked about; recovery comes once the registry answers.
+// readFailed tells whether vd's last read of its vector failed: its retries ask the registry, not the cache alone,
+// as the request that failed did (see cacheUse). The cache holds what an earlier read found, so a retry answered
+// from it would report that content as read now, and Ready would turn True again in the middle of a registry
+// outage a user asked about; recovery comes once the registry answers.
 func readFailed(vd *konfidencev1.VectorDeployment) bool {
 	return conditions.IsFalse(vd, konfidencev1.VectorDownloadedCondition)
+}
+
+// MinBypassInterval is how often, at most, reconcile requests of one VectorDeployment read its vector around the
+// OCM client's cache. A read around the cache reads every artifact again (three requests for the vector and four
+// per artifact: 131 for a vector of 32 artifacts), and whoever may annotate a VectorDeployment may request
+// reconciles as fast as the API server takes the writes: without a bound, each one would make the operator send
+// that many requests on the tenant's behalf.
+const MinBypassInterval = time.Minute
+
+// cacheUse says how a reconcile of vd uses the OCM client's cache. A reconcile request reads around it, so that a
+// user who asks gets the registry's answer, a component version pushed again under the same version included, but
+// at most once per MinBypassInterval for each VectorDeployment. A request within the interval, and a retry of a
+// failed read, revalidate: one request resolves the vector's tag, a vector whose tag moved is read again, and
+// what is cached and unchanged is not (an artifact that failed is not cached, so it is read again). Any other
+// reconcile reads from the cache.
+func (r *Reconciler) cacheUse(vd *konfidencev1.VectorDeployment, newRequest bool, now time.Time) ocm.Read {
+	key := client.ObjectKeyFromObject(vd)
+	if newRequest {
+		last, ok := r.bypassed.Load(key)
+		if !ok || now.Sub(last.(time.Time)) >= r.bypassInterval {
+			r.bypassed.Store(key, now)
+			return ocm.Read{BypassCache: true}
+		}
+	}
+	return ocm.Read{Revalidate: newRequest || readFailed(vd)}
+}
+
+// read is how the reads of vd's vector go: with the credentials vd may use, counted against vd's namespace's
+// bound of reads in flight (--registry-namespace-concurrency), and with cache's use of the cache.
+func (r *Reconciler) read(vd *konfidencev1.VectorDeployment, creds ocm.Credentials, cache ocm.Read) ocm.Read {
+	cache.Credentials, cache.Namespace = creds, vd.Namespace
+	return cache
 }
 
 // reconcileRequest returns the value of the reconcile.fluxcd.io/requestedAt annotation when it asks for a
@@ -332,13 +370,14 @@ func reconcileRequest(vd *konfidencev1.VectorDeployment) (string, bool) {
 
 // Options configure the VectorDeployment reconciler from flags.
 type Options struct {
-	registrySecrets            []string
-	registrySecretsHosts       []string
-	insecureRegistryCredsHosts []string
-	registryHostConcurrency    int
-	requireSignatures          bool
-	signatureKeys              string
-	requiredSignatures         []string
+	registrySecrets              []string
+	registrySecretsHosts         []string
+	insecureRegistryCredsHosts   []string
+	registryHostConcurrency      int
+	registryNamespaceConcurrency int
+	requireSignatures            bool
+	signatureKeys                string
+	requiredSignatures           []string
 	// Resolver reads the vectors; nil builds an OCM client from the flags. Tests and benchmarks pass one so that
 	// several managers share its cache, as one process shares it across restarts of its manager.
 	Resolver *ocm.Client
@@ -364,6 +403,10 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.registryHostConcurrency, "registry-host-concurrency", ocm.DefaultHostConcurrency,
 		"vectors read at once from one registry host; a further read waits up to 10s, then is retried (RegistryBusy). "+
 			"Keep it below --concurrent, so that a registry that never answers cannot hold every worker")
+	fs.IntVar(&o.registryNamespaceConcurrency, "registry-namespace-concurrency", ocm.DefaultNamespaceConcurrency,
+		"registry reads in flight for the VectorDeployments and Stages of one namespace, whatever registries they name; a further read "+
+			"waits up to 2s, then is retried with backoff (NamespaceBusy). Keep it below --concurrent, so that one namespace's registries "+
+			"cannot hold every worker")
 	fs.BoolVar(&o.requireSignatures, "require-signatures", false,
 		"deploy only vectors whose OCM signatures verify with the keys of --signature-keys-secret, for every VectorDeployment: "+
 			"a VectorDeployment's spec.verify is required in addition and cannot replace it")
@@ -401,6 +444,7 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 			InsecureCredentialHosts: o.insecureRegistryCredsHosts,
 			AllowedHosts:            shared.AllowedRegistries,
 			HostConcurrency:         o.registryHostConcurrency,
+			NamespaceConcurrency:    o.registryNamespaceConcurrency,
 		})
 	}
 	r := &Reconciler{
@@ -415,6 +459,7 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 		Finalizers:        o.Finalizers,
 		hashLength:        naming.HashLength,
 		maxArtifacts:      konfidencev1.MaxArtifactsPerVector,
+		bypassInterval:    MinBypassInterval,
 	}
 	if err := r.setupWithManager(mgr, shared, shared.ControllerOptions()); err != nil {
 		return err

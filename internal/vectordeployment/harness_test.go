@@ -61,6 +61,8 @@ type managerOptions struct {
 	queue *testenv.Queue
 	// finalizers are the reconciler's Finalizers: the types a deployer of the process handles.
 	finalizers map[string]string
+	// bypassInterval is the reconciler's bypassInterval; zero means MinBypassInterval.
+	bypassInterval time.Duration
 }
 
 // reconcileCounter counts reconciles by VectorDeployment.
@@ -98,6 +100,9 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 	if o.maxArtifacts == 0 {
 		o.maxArtifacts = konfidencev1.MaxArtifactsPerVector
 	}
+	if o.bypassInterval == 0 {
+		o.bypassInterval = MinBypassInterval
+	}
 	cfg := env.Config
 	if o.requests != nil {
 		cfg = o.requests.Wrap(cfg)
@@ -121,6 +126,7 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 		RequeueDependency: o.requeueDependency,
 		TrustDefault:      o.trust,
 		Finalizers:        o.finalizers,
+		bypassInterval:    o.bypassInterval,
 	}
 	if o.reconciles != nil {
 		r.reconciled = o.reconciles.add

@@ -2,6 +2,7 @@ package vectordeployment
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -164,4 +165,64 @@ func TestHostileRegistryTextIsSanitized(t *testing.T) {
 			t.Errorf("%s holds the non-printable %q at byte %d: %q", what, []rune(text[i:])[0], i, text)
 		}
 	}
+}
+
+// TestHangingRegistriesOfOneNamespaceDoNotStarveAnother: a tenant's VectorDeployments name registries that accept
+// requests and never answer, each under a host of its own, as one registry named under several ports or names is:
+// the bound per host holds none of them back. The bound per namespace does: they hold at most
+// --registry-namespace-concurrency (here 1) of the reconciler's two workers, another namespace's vector gets its
+// ArtifactDeployments promptly, and the tenant's VectorDeployments over the bound say NamespaceBusy, with an event,
+// and wait in the work queue rather than in a worker. Without it, the hanging reads held both workers until the
+// registry transport gave up on them (30 s), and the other namespace's vector waited as long.
+func TestHangingRegistriesOfOneNamespaceDoNotStarveAnother(t *testing.T) {
+	app := ocmtest.Artifact("acme.org/artifacts/frontend", "1.0.0", helmType, true)
+	healthyVector := pushVector(t, ocmtest.NewRegistry(t), "acme.org/vectors/shop", app)
+	var hanging []*ocmtest.Registry
+	var hangingVectors []string
+	for range 3 {
+		reg := ocmtest.NewRegistry(t)
+		hangingVectors = append(hangingVectors, pushVector(t, reg, "acme.org/vectors/shop", app))
+		reg.SetHanging(true)
+		hanging = append(hanging, reg)
+	}
+	published := make([]int64, len(hanging))
+	for i, reg := range hanging {
+		published[i] = reg.Requests()
+	}
+	startManager(t, managerOptions{resolver: ocm.NewClient(ocm.Options{NamespaceConcurrency: 1, NamespaceWait: 500 * time.Millisecond})})
+
+	tenant := newNamespace(t)
+	var stuck []*konfidencev1.VectorDeployment
+	for i, vector := range hangingVectors {
+		stuck = append(stuck, createVectorDeployment(t, tenant, fmt.Sprintf("hang-%d", i), vector))
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		for i, reg := range hanging {
+			if reg.Requests() > published[i] {
+				return nil
+			}
+		}
+		return errors.New("no read of a hanging registry yet")
+	})
+
+	other := newNamespace(t)
+	created := time.Now()
+	vd := createVectorDeployment(t, other, "healthy", healthyVector)
+	testenv.Eventually(t, 15*time.Second, func() error {
+		if c := conditions.Get(getVD(t, vd), konfidencev1.ArtifactDeploymentsCreatedCondition); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("the other namespace's vector, %s after its creation: ArtifactDeploymentsCreated %+v", time.Since(created).Round(time.Second), c)
+		}
+		return nil
+	})
+	t.Logf("the other namespace's ArtifactDeployments were created %s after its VectorDeployment", time.Since(created).Round(100*time.Millisecond))
+
+	testenv.Eventually(t, 30*time.Second, func() error {
+		for _, s := range stuck {
+			if conditions.GetReason(getVD(t, s), konfidencev1.ReadyCondition) == string(ocm.ReasonNamespaceBusy) &&
+				len(eventMessages(t, tenant, s.Name, string(ocm.ReasonNamespaceBusy))) > 0 {
+				return nil
+			}
+		}
+		return errors.New("no VectorDeployment of the tenant says NamespaceBusy, with an event")
+	})
 }

@@ -121,7 +121,8 @@ func TestReconcileRequestRereadsAndRetriesStalled(t *testing.T) {
 	var requests testenv.RequestRecorder
 	var reconciles reconcileCounter
 	var queue testenv.Queue
-	startManager(t, managerOptions{requests: &requests, reconciles: &reconciles, queue: &queue})
+	// Every request reads around the cache here; TestReconcileRequestsWithinTheBoundRevalidate has the bound.
+	startManager(t, managerOptions{requests: &requests, reconciles: &reconciles, queue: &queue, bypassInterval: time.Nanosecond})
 	vd := createVectorDeployment(t, ns, "shop", pushVector(t, reg, "acme.org/vectors/shop", broken))
 	waitForCondition(t, vd, konfidencev1.StalledCondition, metav1.ConditionTrue, string(ocm.ReasonManifestMissing))
 
@@ -219,4 +220,64 @@ func TestRequeueDependencyWhileWaiting(t *testing.T) {
 	waitForCondition(t, vd, konfidencev1.ReadyCondition, metav1.ConditionTrue, meta.SucceededReason)
 	// No reconcile scheduled any more: a requeue would keep it queued or due for good.
 	waitIdle(t, &queue, vd)
+}
+
+// TestReconcileRequestsWithinTheBoundRevalidate: five reconcile requests in a row of a VectorDeployment of 32
+// artifacts. The first reads the vector and every artifact around the cache; each later one, within
+// MinBypassInterval, costs one registry request (the vector's tag resolved again) and is recorded as handled all the
+// same. A vector pushed again under its version is still noticed by a request within the interval: it is read
+// again, and of its artifacts only the new one. Before the bound, every request cost what the first did (131
+// requests), as fast as a tenant could annotate the object.
+func TestReconcileRequestsWithinTheBoundRevalidate(t *testing.T) {
+	reg := ocmtest.NewRegistry(t)
+	ns := newNamespace(t)
+	var artifacts []ocmtest.ComponentVersion
+	for i := range 32 {
+		artifacts = append(artifacts, ocmtest.Artifact(fmt.Sprintf("acme.org/artifacts/a%d", i), "1.0.0", helmType, true))
+	}
+	startManager(t, managerOptions{})
+	vd := createVectorDeployment(t, ns, "shop", pushVector(t, reg, "acme.org/vectors/shop", artifacts...))
+	waitForCondition(t, vd, konfidencev1.ArtifactDeploymentsCreatedCondition, metav1.ConditionTrue, meta.SucceededReason)
+
+	// request asks for a reconcile and returns the registry requests made until it is recorded as handled, which
+	// the status write at the end of its reconcile does.
+	request := func(token string) int64 {
+		t.Helper()
+		before := reg.Requests()
+		patchVD(t, vd, requestReconcile(token))
+		testenv.Eventually(t, 30*time.Second, func() error {
+			if got := getVD(t, vd).Status.LastHandledReconcileAt; got != token {
+				return fmt.Errorf("lastHandledReconcileAt %q, want %q", got, token)
+			}
+			return nil
+		})
+		return reg.Requests() - before
+	}
+	first := request("first")
+	if first < 1+4*32 {
+		t.Errorf("the first reconcile request made %d registry requests, want the vector and its 32 artifacts read again", first)
+	}
+	var again []int64
+	for i := range 4 {
+		n := request(fmt.Sprintf("again-%d", i))
+		if n > 1 {
+			t.Errorf("reconcile request %d within the bound made %d registry requests, want at most 1 (the vector's tag)", i+2, n)
+		}
+		again = append(again, n)
+	}
+	t.Logf("registry requests of five reconcile requests: %d, then %v", first, again)
+
+	// The same version pushed again with one more artifact: the tag has moved.
+	more := append(artifacts, ocmtest.Artifact("acme.org/artifacts/a32", "1.0.0", helmType, true))
+	pushVector(t, reg, "acme.org/vectors/shop", more...)
+	// The tag, the vector read (manifest, config, descriptor), and the new artifact (manifest, config, descriptor,
+	// artifact manifest).
+	moved := request("moved")
+	if moved > 1+3+4 {
+		t.Errorf("a reconcile request after the vector moved made %d registry requests, want the vector and the new artifact read, no more", moved)
+	}
+	t.Logf("registry requests of a reconcile request after the vector moved: %d", moved)
+	if got := getVD(t, vd).Status.Artifacts; got != 33 {
+		t.Errorf("status.artifacts %d after the vector moved, want 33", got)
+	}
 }

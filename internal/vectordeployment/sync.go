@@ -64,12 +64,13 @@ func (r *Reconciler) syncArtifacts(ctx context.Context, vd *konfidencev1.VectorD
 		}
 		slot, err := r.syncArtifact(ctx, vd, ra.Artifact, collisionCountOfSlot(vd, ra.Artifact.Component))
 		switch {
-		case outcome.Stalls(err):
-			ra.Err = err
-		case err != nil:
-			errs = append(errs, err)
-		default:
+		case err == nil:
 			slots[ra.Artifact.Component] = slot
+		case outcome.Stalls(err), FailureReason(err) == konfidencev1.QuotaExceededReason:
+			// The artifact fails alone, with its reason in the status and an event; the others still deploy.
+			ra.Err = err
+		default:
+			errs = append(errs, err)
 		}
 	}
 	r.eventOwnership(vd, slots)
@@ -173,6 +174,11 @@ func (r *Reconciler) syncArtifact(ctx context.Context, vd *konfidencev1.VectorDe
 	case apierrors.IsInvalid(err):
 		// A rule of the CRD checkLimits does not know (yet): retrying the same object cannot succeed either.
 		return slotResult{}, outcome.Stallingf(konfidencev1.ArtifactLimitsExceededReason, "the API server refused ArtifactDeployment %s for %s: %v", name, id, err)
+	case isQuotaExceeded(err):
+		// The namespace's bound on what its tenant makes the operator hold: retried with backoff, since the quota may
+		// be raised or another ArtifactDeployment deleted, and no watch tells of either. The API server's message
+		// names the quota, its limit and its use.
+		return slotResult{}, outcome.Retrying(konfidencev1.QuotaExceededReason, fmt.Errorf("creating ArtifactDeployment %s for %s: %w", name, id, err))
 	case !apierrors.IsAlreadyExists(err):
 		return slotResult{}, fmt.Errorf("creating ArtifactDeployment %s: %w", name, err)
 	}
@@ -385,4 +391,10 @@ func newArtifactDeployment(vd *konfidencev1.VectorDeployment, a Artifact, id ide
 	metav1.SetMetaDataAnnotation(&ad.ObjectMeta, konfidencev1.ArtifactSourceAnnotation, a.Source)
 	setShardKey(ad, shardKeyOf(vd))
 	return ad
+}
+
+// isQuotaExceeded tells a refusal of the ResourceQuota admission: Forbidden, with its "exceeded quota" message (the
+// API server gives the refusal no cause of its own).
+func isQuotaExceeded(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
 }

@@ -43,7 +43,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{/* The args of `fluxdeployer run` for one Deployment: dict root (the chart's context), leaderElection and
-selector (optional, set by the chart for shards) besides .Values.flags. */}}
+selector (optional, set by the chart for shards) besides .Values.allowedRegistries and .Values.flags. */}}
 {{- define "fluxdeployer.args" -}}
 {{- $v := .root.Values -}}
 - run
@@ -54,6 +54,12 @@ selector (optional, set by the chart for shards) besides .Values.flags. */}}
 - --health-addr=:9440
 {{- with .selector }}
 - {{ printf "--watch-label-selector=%s" . | quote }}
+{{- end }}
+{{- with $v.allowedRegistries }}
+{{- if hasKey $v.flags "allowed-registries" }}
+{{- fail "allowedRegistries and flags.allowed-registries set the same flag: set one" }}
+{{- end }}
+- {{ printf "--allowed-registries=%s" (join "," .) | quote }}
 {{- end }}
 {{- range $name, $value := $v.flags }}
 {{- if and $.selector (eq $name "watch-label-selector") }}

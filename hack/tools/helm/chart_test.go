@@ -149,6 +149,14 @@ func TestChartValues(t *testing.T) {
 				t.Errorf("args (-want +got):\n%s", d)
 			}
 		}},
+		{"allowed registries", map[string]any{"allowedRegistries": []any{"registry.example", "ghcr.io:5000"}},
+			func(t *testing.T, objs map[string]*unstructured.Unstructured) {
+				want := []any{"run", "--enable-leader-election", "--metrics-addr=:8080", "--health-addr=:9440",
+					"--allowed-registries=registry.example,ghcr.io:5000"}
+				if d := cmp.Diff(want, container(t, objs, "fluxdeployer")["args"]); d != "" {
+					t.Errorf("args (-want +got):\n%s", d)
+				}
+			}},
 		{"resources", map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": "1Gi"}}},
 			func(t *testing.T, objs map[string]*unstructured.Unstructured) {
 				limit, _, _ := unstructured.NestedString(container(t, objs, "fluxdeployer"), "resources", "limits", "memory")
@@ -333,6 +341,8 @@ func TestChartRefusesConflictingValues(t *testing.T) {
 	}{
 		"a shard named main":       {map[string]any{"shards": []any{"main"}}, "the name main is the main Deployment's"},
 		"shards and own selectors": {map[string]any{"shards": []any{"s1"}, "flags": map[string]any{"watch-label-selector": "a=b"}}, "cannot be combined with shards"},
+		"the allow-list twice": {map[string]any{"allowedRegistries": []any{"registry.example"}, "flags": map[string]any{"allowed-registries": []any{"ghcr.io"}}},
+			"set the same flag"},
 	} {
 		if _, err := renderErr(tc.values); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error saying %q", name, err, tc.want)

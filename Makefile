@@ -70,7 +70,7 @@ test: lint vet verify-generated ## Lint, unit, envtest, end-to-end and short fuz
 	mkdir -p bin/test-artifacts
 	assets=$$(hack/test-assets.sh) && flux=$$(hack/flux-assets.sh) && chromium=$$(hack/browser-assets.sh) && \
 		KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux CHROMIUM=$$chromium \
-		go test ./... -count=1 -timeout 30m -artifacts -outputdir $(CURDIR)/bin/test-artifacts
+		go test ./... -count=1 -timeout 45m -artifacts -outputdir $(CURDIR)/bin/test-artifacts
 	$(MAKE) test-release
 	$(MAKE) test-chart
 	$(MAKE) e2e-node

@@ -40,9 +40,23 @@ const (
 // namespace (see vectordeployment.Reconciler.Versions and Verify). The interface breaks what would be an import
 // cycle: the VectorDeployment reconciler's setup sets the Stage reconciler up.
 type Vectors interface {
-	Versions(ctx context.Context, vd *konfidencev1.VectorDeployment, bypassCache bool) ([]string, error)
-	Verify(ctx context.Context, vd *konfidencev1.VectorDeployment, bypassCache bool) (required bool, err error)
+	Versions(ctx context.Context, vd *konfidencev1.VectorDeployment) ([]string, error)
+	Verify(ctx context.Context, vd *konfidencev1.VectorDeployment, fresh Freshness) (required bool, err error)
 }
+
+// Freshness is how a Stage's reads of the registry use the operator's cache of what it read before.
+type Freshness int
+
+const (
+	// Cached is how a reconcile at the Stage's interval reads: what was read and verified before is not read again.
+	Cached Freshness = iota
+	// Revalidated is how a reconcile request within operating.MinBypassInterval of the last one that read around
+	// the cache reads: one request per version resolves its tag again, and a version whose tag moved is read again.
+	Revalidated
+	// Fresh is how a reconcile request reads, at most once per operating.MinBypassInterval for each Stage: around
+	// the cache, so that a user who asks gets the registry's answer.
+	Fresh
+)
 
 // Reconciler reconciles Stages.
 type Reconciler struct {
@@ -50,6 +64,9 @@ type Reconciler struct {
 	Vectors  Vectors
 	Recorder record.EventRecorder
 	Metrics  operating.ReconcileMetrics
+	// bypass bounds the reconcile requests of each Stage that read around the cache (see freshness): whoever may
+	// annotate a Stage may request reconciles as fast as the API server takes the writes.
+	bypass operating.CacheBypass
 	// now is the clock of progress deadlines; tests set it.
 	now func() time.Time
 }
@@ -67,6 +84,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Get(ctx, req.NamespacedName, st); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.Forget(req.NamespacedName)
+			r.bypass.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -84,11 +102,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.passOn(ctx, st, owned, nil, "")
 	}
 	original := st.DeepCopy()
-	requested, bypassCache := reconcileRequest(st)
-	if bypassCache {
+	requested, newRequest := reconcileRequest(st)
+	if newRequest {
 		st.Status.SetLastHandledReconcileRequest(requested)
 	}
-	result, err := r.reconcile(ctx, st, owned, bypassCache, requested)
+	result, err := r.reconcile(ctx, st, owned, r.freshness(req.NamespacedName, newRequest), requested)
 	if outcome.Stalls(err) {
 		// Not retried with backoff; looked at again every interval, as a change of what it waits for (a
 		// VectorDeployment squatting the name deleted, a version pushed) sends no event the Stage watches.
@@ -103,9 +121,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // reconcile runs the steps: resolve the vector, decide the move, create and delete VectorDeployments as decided,
 // pass the Stage's settings on, and record the status.
 func (r *Reconciler) reconcile(ctx context.Context, st *konfidencev1.Stage, owned []konfidencev1.VectorDeployment,
-	bypassCache bool, requested string) (ctrl.Result, error) {
+	fresh Freshness, requested string) (ctrl.Result, error) {
 	interval := durationOr(st.Spec.Interval, DefaultInterval)
-	desired, err := r.resolve(ctx, st, owned, bypassCache)
+	desired, err := r.resolve(ctx, st, owned, fresh)
 	if err != nil {
 		conditions.MarkFalse(st, konfidencev1.VectorDeploymentCreatedCondition, outcome.As(err, meta.ReconciliationFailedReason).Reason, "%s", err)
 		return ctrl.Result{}, err
@@ -302,6 +320,17 @@ func (r *Reconciler) clock() time.Time {
 	return time.Now()
 }
 
+// freshness says how a reconcile of the Stage key reads the registry, decided once for all its reads.
+func (r *Reconciler) freshness(key client.ObjectKey, newRequest bool) Freshness {
+	switch {
+	case !newRequest:
+		return Cached
+	case r.bypass.Allow(key, time.Now()):
+		return Fresh
+	}
+	return Revalidated
+}
+
 // reconcileRequest returns the value of the reconcile.fluxcd.io/requestedAt annotation when it asks for a reconcile
 // not handled yet.
 func reconcileRequest(st *konfidencev1.Stage) (string, bool) {
@@ -327,7 +356,8 @@ func Setup(mgr ctrl.Manager, shared operating.Options, vectors Vectors) error {
 		}); err != nil {
 		return err
 	}
-	r := &Reconciler{Client: mgr.GetClient(), Vectors: vectors, Recorder: recorder, Metrics: shared.ReconcileMetrics(mgr, "Stage")}
+	r := &Reconciler{Client: mgr.GetClient(), Vectors: vectors, Recorder: recorder, Metrics: shared.ReconcileMetrics(mgr, "Stage"),
+		bypass: operating.CacheBypass{Interval: operating.MinBypassInterval}}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&konfidencev1.Stage{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}, predicate.LabelChangedPredicate{}))).

@@ -17,7 +17,7 @@ import (
 // the range that verifies when signatures are required. A version newer than the one the Stage runs or moves to
 // is verified before it is chosen; one that does not verify is skipped with a Warning event naming it, and the
 // next older one is tried. The versions the Stage already deploys were verified by their VectorDeployments.
-func (r *Reconciler) resolve(ctx context.Context, st *konfidencev1.Stage, owned []konfidencev1.VectorDeployment, bypassCache bool) (string, error) {
+func (r *Reconciler) resolve(ctx context.Context, st *konfidencev1.Stage, owned []konfidencev1.VectorDeployment, fresh Freshness) (string, error) {
 	if st.Spec.Semver == "" {
 		return st.Spec.Vector, nil
 	}
@@ -25,7 +25,7 @@ func (r *Reconciler) resolve(ctx context.Context, st *konfidencev1.Stage, owned 
 	if err != nil {
 		return "", outcome.Stallingf(konfidencev1.SemverInvalidReason, "spec.semver %q is not a version range: %v", st.Spec.Semver, err)
 	}
-	listed, err := r.Vectors.Versions(ctx, desiredVectorDeployment(st, st.Spec.Vector), bypassCache)
+	listed, err := r.Vectors.Versions(ctx, desiredVectorDeployment(st, st.Spec.Vector))
 	if err != nil {
 		return "", fmt.Errorf("listing the versions of %s: %w", st.Spec.Vector, err)
 	}
@@ -41,7 +41,7 @@ func (r *Reconciler) resolve(ctx context.Context, st *konfidencev1.Stage, owned 
 		if deployed[ref] {
 			return ref, nil
 		}
-		required, err := r.Vectors.Verify(ctx, desiredVectorDeployment(st, ref), bypassCache)
+		required, err := r.Vectors.Verify(ctx, desiredVectorDeployment(st, ref), fresh)
 		switch {
 		case !required || err == nil:
 			return ref, nil

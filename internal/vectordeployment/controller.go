@@ -61,9 +61,8 @@ type Reconciler struct {
 	synced sync.Map // of client.ObjectKey to syncedSpec
 	// written holds, per VectorDeployment, the resourceVersion its last status write replaced (see staleRead).
 	written sync.Map // of client.ObjectKey to string
-	// bypassed holds, per VectorDeployment, when a reconcile request of it last read around the cache (see
-	// cacheUse).
-	bypassed sync.Map // of client.ObjectKey to time.Time
+	// bypass bounds the reconcile requests of each VectorDeployment that read around the cache (see cacheUse).
+	bypass operating.CacheBypass
 
 	// reconciled, when set, is called when a reconcile has ended, its writes done: tests count the reconciles of
 	// one VectorDeployment with it (controller-runtime's metric counts those of every manager in the process) and
@@ -74,8 +73,6 @@ type Reconciler struct {
 	hashLength int
 	// maxArtifacts is konfidencev1.MaxArtifactsPerVector; tests lower it so that a small vector exceeds it.
 	maxArtifacts int
-	// bypassInterval is MinBypassInterval; tests shorten it to make every request read around the cache.
-	bypassInterval time.Duration
 }
 
 // +kubebuilder:rbac:groups=konfidence.cloud,resources=vectordeployments,verbs=get;list;watch;patch
@@ -185,7 +182,7 @@ func (r *Reconciler) status() outcome.Status[*konfidencev1.VectorDeployment] {
 func (r *Reconciler) forget(key client.ObjectKey) {
 	r.synced.Delete(key)
 	r.written.Delete(key)
-	r.bypassed.Delete(key)
+	r.bypass.Forget(key)
 	r.Metrics.Forget(key)
 	forgetArtifacts(key)
 }
@@ -328,27 +325,15 @@ func readFailed(vd *konfidencev1.VectorDeployment) bool {
 	return conditions.IsFalse(vd, konfidencev1.VectorDownloadedCondition)
 }
 
-// MinBypassInterval is how often, at most, reconcile requests of one VectorDeployment read its vector around the
-// OCM client's cache. A read around the cache reads every artifact again (three requests for the vector and four
-// per artifact: 131 for a vector of 32 artifacts), and whoever may annotate a VectorDeployment may request
-// reconciles as fast as the API server takes the writes: without a bound, each one would make the operator send
-// that many requests on the tenant's behalf.
-const MinBypassInterval = time.Minute
-
 // cacheUse says how a reconcile of vd uses the OCM client's cache. A reconcile request reads around it, so that a
 // user who asks gets the registry's answer, a component version pushed again under the same version included, but
-// at most once per MinBypassInterval for each VectorDeployment. A request within the interval, and a retry of a
+// at most once per operating.MinBypassInterval for each VectorDeployment. A request within the interval, and a retry of a
 // failed read, revalidate: one request resolves the vector's tag, a vector whose tag moved is read again, and
 // what is cached and unchanged is not (an artifact that failed is not cached, so it is read again). Any other
 // reconcile reads from the cache.
 func (r *Reconciler) cacheUse(vd *konfidencev1.VectorDeployment, newRequest bool, now time.Time) ocm.Read {
-	key := client.ObjectKeyFromObject(vd)
-	if newRequest {
-		last, ok := r.bypassed.Load(key)
-		if !ok || now.Sub(last.(time.Time)) >= r.bypassInterval {
-			r.bypassed.Store(key, now)
-			return ocm.Read{BypassCache: true}
-		}
+	if newRequest && r.bypass.Allow(client.ObjectKeyFromObject(vd), now) {
+		return ocm.Read{BypassCache: true}
 	}
 	return ocm.Read{Revalidate: newRequest || readFailed(vd)}
 }
@@ -459,7 +444,7 @@ func (o *Options) SetupWithManager(mgr ctrl.Manager, shared operating.Options) e
 		Finalizers:        o.Finalizers,
 		hashLength:        naming.HashLength,
 		maxArtifacts:      konfidencev1.MaxArtifactsPerVector,
-		bypassInterval:    MinBypassInterval,
+		bypass:            operating.CacheBypass{Interval: operating.MinBypassInterval},
 	}
 	if err := r.setupWithManager(mgr, shared, shared.ControllerOptions()); err != nil {
 		return err

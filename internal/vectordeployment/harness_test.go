@@ -61,7 +61,7 @@ type managerOptions struct {
 	queue *testenv.Queue
 	// finalizers are the reconciler's Finalizers: the types a deployer of the process handles.
 	finalizers map[string]string
-	// bypassInterval is the reconciler's bypassInterval; zero means MinBypassInterval.
+	// bypassInterval is the reconciler's bound of reads around the cache; zero means operating.MinBypassInterval.
 	bypassInterval time.Duration
 }
 
@@ -101,7 +101,7 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 		o.maxArtifacts = konfidencev1.MaxArtifactsPerVector
 	}
 	if o.bypassInterval == 0 {
-		o.bypassInterval = MinBypassInterval
+		o.bypassInterval = operating.MinBypassInterval
 	}
 	cfg := env.Config
 	if o.requests != nil {
@@ -126,7 +126,7 @@ func startManager(t testing.TB, o managerOptions) (stop func()) {
 		RequeueDependency: o.requeueDependency,
 		TrustDefault:      o.trust,
 		Finalizers:        o.finalizers,
-		bypassInterval:    o.bypassInterval,
+		bypass:            operating.CacheBypass{Interval: o.bypassInterval},
 	}
 	if o.reconciles != nil {
 		r.reconciled = o.reconciles.add

@@ -117,12 +117,16 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object, previous last
 // it; a controller reference with ad's UID is what the deployer itself and Konfidence's Flux deployer, whose objects
 // are taken over in place, put on theirs.
 //
-// The objects are looked up in the cache, which holds every Flux object of the watched namespaces: an object
-// created within the cache's lag behind the API server before ad's first apply is not seen.
+// The objects are looked up in the cache, which holds every Flux object of the watched namespaces, and one the
+// cache does not hold in the API server: an object created within the cache's lag behind the API server is seen
+// all the same, for one request per object not created yet (none once ad's objects exist).
 func (r *Reconciler) checkOwnership(ctx context.Context, ad *konfidencev1.ArtifactDeployment, objects []client.Object) error {
 	var foreign []string
 	for _, obj := range objects {
 		live, err := r.read(ctx, r.client, obj)
+		if err == nil && live == nil {
+			live, err = r.read(ctx, r.apiReader, obj)
+		}
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package fluxdeployer
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -120,6 +122,29 @@ func TestFluxObjectsOfOthersAreNotTakenOver(t *testing.T) {
 		})
 	}
 
+	t.Run("created within the cache's lag", func(t *testing.T) {
+		// The reconciler's cache has not seen the foreign object yet (its lag behind the API server, made long):
+		// the API server is asked before the first apply. Before, the forced apply took the object over.
+		lagged, lagRecorder := h.directVia(ns, lagging{h.env.Client})
+		lagged.apiReader = h.env.Client
+		ad := artifactDeployment(ns, "lagged-1-2-3-aaaaaaaaa6", HelmManifestType, chart)
+		foreign := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ad.Name},
+			Spec: helmv2.HelmReleaseSpec{Interval: interval, Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
+				Chart: "team-chart", SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: "team"}}}}}
+		h.create(t, foreign, ad)
+		written := foreign.GetResourceVersion()
+		got, err := h.reconcile(t, lagged, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertCondition(t, got, meta.ReadyCondition, False, konfidencev1.FluxObjectNotOwnedReason)
+		assertEvent(t, drainEvents(lagRecorder), corev1.EventTypeWarning, konfidencev1.FluxObjectNotOwnedReason)
+		h.get(t, ns, ad.Name, foreign)
+		if foreign.GetResourceVersion() != written {
+			t.Errorf("the foreign HelmRelease was written (resourceVersion %s, was %s): owners %v", foreign.GetResourceVersion(), written, foreign.GetOwnerReferences())
+		}
+	})
+
 	t.Run("controlled by the ArtifactDeployment, applied by another manager", func(t *testing.T) {
 		ad := artifactDeployment(ns, "cache-7-0-0-aaaaaaaaa5", HelmManifestType, chart)
 		h.create(t, ad)
@@ -146,4 +171,14 @@ func kindName(t *testing.T, obj fluxObject) string {
 		t.Fatal(err)
 	}
 	return k.gvk.Kind
+}
+
+// lagging is a cache that has not seen any Flux object yet: every Flux kind is not found, other reads are served.
+type lagging struct{ client.Client }
+
+func (l lagging) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, err := kindOf(obj); err == nil {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: fmt.Sprintf("%T", obj)}, key.Name)
+	}
+	return l.Client.Get(ctx, key, obj, opts...)
 }

@@ -176,8 +176,9 @@ func NewClient(opts Options) *Client {
 	transport.TLSClientConfig = &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12}
 	transport.ResponseHeaderTimeout, transport.IdleConnTimeout = responseHeaderTimeout, idleConnTimeout
 	return &Client{
-		opts:       opts,
-		http:       &http.Client{Transport: retry.NewTransport(countingTransport{next: transport}), CheckRedirect: redirectPolicy(opts.AllowedHosts)},
+		opts: opts,
+		http: &http.Client{Transport: retry.NewTransport(allowedTransport{allowed: opts.AllowedHosts, next: countingTransport{next: transport}}),
+			CheckRedirect: redirectPolicy(opts.AllowedHosts)},
 		tokens:     klru.New(DefaultCacheSize),
 		hosts:      newLimiter(opts.HostConcurrency, opts.HostWait, ReasonRegistryBusy, "registry"),
 		namespaces: newLimiter(opts.NamespaceConcurrency, opts.NamespaceWait, ReasonNamespaceBusy, "namespace"),

@@ -186,3 +186,22 @@ func (l *limiter) leave(key string, k *keySlots) {
 		delete(l.keys, key)
 	}
 }
+
+// allowedTransport holds every request the reads send to the allow-list, whatever sent it there: a registry's token
+// service is a host the registry names in its challenge (WWW-Authenticate: Bearer realm=...), and oras presents the
+// read's credentials to it, so a registry of an allowed host could otherwise have the operator send a tenant's
+// registry credentials, and requests, to any host, internal addresses included. Registries do name token services
+// on other hosts (Docker Hub's auth.docker.io); with an allow-list, those hosts are listed too. The first request
+// of a read is checked before it is made (Client.allowed), with the reference named; a redirect by redirectPolicy.
+type allowedTransport struct {
+	allowed allowlist.Hosts
+	next    http.RoundTripper
+}
+
+func (t allowedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.allowed.Allows(req.URL.Host) {
+		return nil, newError(ReasonRegistryNotAllowed, "",
+			"a registry sent the read to %s (its token service), which is not among the allowed registries (--allowed-registries)", req.URL.Host)
+	}
+	return t.next.RoundTrip(req)
+}

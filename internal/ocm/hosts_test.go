@@ -3,6 +3,9 @@ package ocm_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"strconv"
 	"strings"
 	"testing"
@@ -233,4 +236,41 @@ func TestNamespaceBoundsReadsAcrossHosts(t *testing.T) {
 		t.Errorf("listing versions over the namespace's bound: %v, want NamespaceBusy", err)
 	}
 	assertError(t, <-held, ocm.ErrUnavailable, false)
+}
+
+// TestTokenServicesStayInTheAllowList: a registry of an allowed host that names a token service on another host
+// in its challenge (WWW-Authenticate: Bearer realm=...) does not get the read sent there unless that host is
+// allowed too: the token service not allowed receives no request, and so neither the tenant's credentials; the
+// read fails as RegistryNotAllowed naming it. Before, oras fetched a token from whatever host the registry named.
+func TestTokenServicesStayInTheAllowList(t *testing.T) {
+	ctx := context.Background()
+	reg := ocmtest.NewRegistry(t)
+	ref := publishedVector(t, reg)
+	var tokenRequests atomic.Int64
+	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		tokenRequests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"token":"issued"}`))
+	}))
+	t.Cleanup(tokens.Close)
+	tokenHost := strings.TrimPrefix(tokens.URL, "http://")
+	reg.SetBearerRealm(tokens.URL + "/token")
+
+	refusing := ocm.NewClient(ocm.Options{AllowedHosts: []string{reg.Host, chartHost}})
+	_, err := refusing.ResolveVector(ctx, ref, ocm.Read{})
+	assertError(t, err, ocm.ErrRegistryNotAllowed, true)
+	if !strings.Contains(err.Error(), tokenHost) {
+		t.Errorf("error %q does not name the token service's host", err)
+	}
+	if n := tokenRequests.Load(); n != 0 {
+		t.Errorf("the token service not allowed received %d requests", n)
+	}
+
+	listed := ocm.NewClient(ocm.Options{AllowedHosts: []string{reg.Host, tokenHost, chartHost}})
+	if _, err := listed.ResolveVector(ctx, ref, ocm.Read{}); err != nil {
+		t.Fatalf("a token service on an allowed host: %v", err)
+	}
+	if tokenRequests.Load() == 0 {
+		t.Error("the allowed token service received no request, so the test proves nothing")
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -42,6 +43,7 @@ type Registry struct {
 	hanging        atomic.Bool
 	refusal        atomic.Pointer[string] // the message every request is refused with, when set
 	redirect       atomic.Pointer[string] // the host every request is redirected to, when set
+	realm          atomic.Pointer[string] // the token service every request without a bearer token is sent to, when set
 	closed         chan struct{}          // closed by Close, releasing hanging requests
 	closeOnce      sync.Once
 }
@@ -154,6 +156,11 @@ func (r *Registry) handler(next http.Handler) http.Handler {
 			http.Redirect(w, req, target.String(), http.StatusTemporaryRedirect) //nolint:gosec // G710: redirecting anywhere is what this hostile test registry is for
 			return
 		}
+		if realm := r.realm.Load(); realm != nil && !strings.HasPrefix(req.Header.Get("Authorization"), "Bearer ") {
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm=%q,service="ocmtest"`, *realm))
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
 		if r.hanging.Load() {
 			select {
 			case <-req.Context().Done():
@@ -211,6 +218,11 @@ func (r *Registry) Tamper(digest string) {
 // query on host (plain HTTP), as registries redirect blob reads to a storage host, and as a hostile registry
 // redirects to whatever address it wants read.
 func (r *Registry) RedirectTo(host string) { r.redirect.Store(&host) }
+
+// SetBearerRealm answers every request without a bearer token with a challenge naming realm as the token
+// service (RFC 6750, as the distribution API's token authentication does), and takes any bearer token: a registry
+// that sends its clients, and their credentials, to whatever host it names.
+func (r *Registry) SetBearerRealm(realm string) { r.realm.Store(&realm) }
 
 // SetUnavailable makes the registry answer every request with 503 Service Unavailable while down is true, as
 // a registry in maintenance or behind a failing load balancer does.

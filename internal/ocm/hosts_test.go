@@ -5,9 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 

@@ -67,7 +67,7 @@ func benchmarkConverge(b *testing.B, l landscape) {
 		w.stop()
 
 		requests := op.requests.Take()
-		countRequests(requests).report(b, l.total())
+		countRequests(requests, op.requests.Conflicts()).report(b, l.total())
 		if os.Getenv("BENCH_DEBUG") != "" {
 			logRequestKinds(requests)
 		}

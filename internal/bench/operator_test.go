@@ -65,10 +65,14 @@ func startOperator(t testing.TB, env *testenv.Env, resolver *ocm.Client, concurr
 type requestCounts struct {
 	reads, writes, events                          int
 	vectorDeployments, artifactDeployments, fluxes int // writes
+	// conflicts are the writes the API server refused with 409 Conflict, counted among writes too: a write sent
+	// from a stale cached object, wasted.
+	conflicts int
 }
 
-func countRequests(requests []string) requestCounts {
-	var c requestCounts
+// countRequests sorts requests, and counts conflicts, the requests among them the API server refused as conflicts.
+func countRequests(requests, conflicts []string) requestCounts {
+	c := requestCounts{conflicts: len(conflicts)}
 	for _, req := range requests {
 		method, path, _ := strings.Cut(req, " ")
 		switch {
@@ -100,4 +104,5 @@ func (c requestCounts) report(b *testing.B, artifacts int) {
 	b.ReportMetric(per(c.artifactDeployments), "ad-writes/artifact")
 	b.ReportMetric(per(c.fluxes), "flux-writes/artifact")
 	b.ReportMetric(per(c.vectorDeployments), "vd-writes/artifact")
+	b.ReportMetric(per(c.conflicts)*1000, "conflicts/1000-artifacts")
 }

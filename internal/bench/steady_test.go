@@ -64,7 +64,7 @@ func converge(t testing.TB, env *testenv.Env, reg *ocmtest.Registry, l landscape
 	}
 	w.waitFor(t, start, convergeTimeout, l.artifacts, operatorDone(l))
 	waitIdle(t)
-	return ns, countRequests(op.requests.Take())
+	return ns, countRequests(op.requests.Take(), op.requests.Conflicts())
 }
 
 // steadyCounts are the requests of a steady-state pass.
@@ -91,7 +91,7 @@ func steadyState(t testing.TB, env *testenv.Env, reg *ocmtest.Registry, l landsc
 	waitReconciled(t, fluxDeployerController, fdBefore+float64(l.total()))
 	waitIdle(t)
 	requests := op.requests.Take()
-	return steadyCounts{requestCounts: countRequests(requests), registry: reg.Requests() - registryBefore, requests: writesOf(requests)}
+	return steadyCounts{requestCounts: countRequests(requests, op.requests.Conflicts()), registry: reg.Requests() - registryBefore, requests: writesOf(requests)}
 }
 
 // createDeployerConfig creates the Flux deployer's ConfigMap with the defaults it had without one: every

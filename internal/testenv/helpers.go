@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -91,8 +92,9 @@ func goroutines() string {
 // RequestRecorder records the API requests that pass through a rest.Config as "METHOD path", except the
 // long-running watches informers keep open.
 type RequestRecorder struct {
-	mu       sync.Mutex
-	requests []string
+	mu        sync.Mutex
+	requests  []string
+	conflicts []string // the requests the API server answered 409 Conflict
 }
 
 // Wrap returns a copy of cfg whose requests are recorded.
@@ -100,12 +102,19 @@ func (r *RequestRecorder) Wrap(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if req.URL.Query().Get("watch") != "true" {
+			if req.URL.Query().Get("watch") == "true" {
+				return next.RoundTrip(req)
+			}
+			r.mu.Lock()
+			r.requests = append(r.requests, req.Method+" "+req.URL.Path)
+			r.mu.Unlock()
+			resp, err := next.RoundTrip(req)
+			if err == nil && resp.StatusCode == http.StatusConflict {
 				r.mu.Lock()
-				r.requests = append(r.requests, req.Method+" "+req.URL.Path)
+				r.conflicts = append(r.conflicts, req.Method+" "+req.URL.Path)
 				r.mu.Unlock()
 			}
-			return next.RoundTrip(req)
+			return resp, err
 		})
 	})
 	return cfg
@@ -118,6 +127,15 @@ func (r *RequestRecorder) Take() []string {
 	out := r.requests
 	r.requests = nil
 	return out
+}
+
+// Conflicts returns the requests recorded so far, Take or not, that the API server refused with 409 Conflict: a
+// write sent from a cached object older than the one stored (a stale resourceVersion), or a create of a name
+// taken. Each is a write wasted, and load on the API server.
+func (r *RequestRecorder) Conflicts() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.conflicts)
 }
 
 // Writes counts the requests among these that change something.

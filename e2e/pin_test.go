@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"maps"
 	"strings"
@@ -207,22 +205,14 @@ func deployVerified(t *testing.T, reg *ocmtest.Registry, ns string, artifact ocm
 	vector := ocmtest.Vector(strings.Replace(artifact.Name, "/artifacts/", "/vectors/", 1), "1.0.0", artifact)
 	vector.Signers = []ocmtest.Signer{{Name: "release", Key: key}}
 	reg.Push(t, "", artifact, vector)
-	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vector-keys"},
-		Data:       map[string][]byte{"release": pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})},
-	}
-	if err := env.Client.Create(ctx, secret); err != nil {
+	if err := env.Client.Create(ctx, ocmtest.KeysSecret(t, ns, "vector-keys", map[string]*rsa.PublicKey{"release": &key.PublicKey})); err != nil {
 		t.Fatal(err)
 	}
 	vd := &konfidencev1.VectorDeployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pinned"},
 		Spec: konfidencev1.VectorDeploymentSpec{
 			Vector: reg.Ref("", vector.Name, vector.Version),
-			Verify: &konfidencev1.VectorVerification{Signatures: []string{"release"}, SecretRef: meta.LocalObjectReference{Name: secret.Name}},
+			Verify: &konfidencev1.VectorVerification{Signatures: []string{"release"}, SecretRef: meta.LocalObjectReference{Name: "vector-keys"}},
 		},
 	}
 	if err := env.Client.Create(ctx, vd); err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"strings"
 	"testing"
@@ -320,14 +318,7 @@ func TestStageFollowsSemver(t *testing.T) {
 
 	startFluxdeployer(t, nil)
 	ns := newNamespace(t, "semver")
-	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vector-keys"},
-		Data:       map[string][]byte{"release": pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})},
-	}); err != nil {
+	if err := env.Client.Create(ctx, ocmtest.KeysSecret(t, ns, "vector-keys", map[string]*rsa.PublicKey{"release": &key.PublicKey})); err != nil {
 		t.Fatal(err)
 	}
 	st := createStage(t, &konfidencev1.Stage{

@@ -4,15 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -58,14 +55,7 @@ func TestStageReconcileRequestsWithinTheBoundRevalidate(t *testing.T) {
 	startOperator(t)
 	ns := newNamespace(t)
 	playDeployer(t, ns)
-	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vector-keys"},
-		Data:       map[string][]byte{"release": pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})},
-	}); err != nil {
+	if err := env.Client.Create(ctx, ocmtest.KeysSecret(t, ns, "vector-keys", map[string]*rsa.PublicKey{"release": &key.PublicKey})); err != nil {
 		t.Fatal(err)
 	}
 	st := &konfidencev1.Stage{

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"maps"
 	"slices"
 	"strings"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -263,15 +260,7 @@ func createKeySecret(t testing.TB, namespace, name string, pub *rsa.PublicKey) {
 // createKeysSecret stores public keys as PEM by signature name.
 func createKeysSecret(t testing.TB, namespace, name string, pubs map[string]*rsa.PublicKey) {
 	t.Helper()
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Data: map[string][]byte{}}
-	for signature, pub := range pubs {
-		der, err := x509.MarshalPKIXPublicKey(pub)
-		if err != nil {
-			t.Fatal(err)
-		}
-		secret.Data[signature] = pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
-	}
-	if err := env.Client.Create(context.Background(), secret); err != nil {
+	if err := env.Client.Create(context.Background(), ocmtest.KeysSecret(t, namespace, name, pubs)); err != nil {
 		t.Fatal(err)
 	}
 }

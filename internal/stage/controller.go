@@ -67,6 +67,8 @@ type Reconciler struct {
 	// bypass bounds the reconcile requests of each Stage that read around the cache (see freshness): whoever may
 	// annotate a Stage may request reconciles as fast as the API server takes the writes.
 	bypass operating.CacheBypass
+	// ownWrites holds, per Stage, the resourceVersion its last status write replaced.
+	ownWrites operating.OwnWrites
 	// now is the clock of progress deadlines; tests set it.
 	now func() time.Time
 }
@@ -85,8 +87,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			r.Metrics.Forget(req.NamespacedName)
 			r.bypass.Forget(req.NamespacedName)
+			r.ownWrites.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.ownWrites.Stale(st) {
+		// The cache has not seen this process's own last status write yet: a status computed from it would be sent
+		// with a stale resourceVersion and refused (Conflict), a wasted write. The write's event is on its way.
+		return ctrl.Result{RequeueAfter: operating.StaleReadRetry}, nil
 	}
 	if !st.DeletionTimestamp.IsZero() {
 		// Its VectorDeployments are garbage collected with it, each tearing its workloads down.
@@ -112,7 +120,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// VectorDeployment squatting the name deleted, a version pushed) sends no event the Stage watches.
 		result = ctrl.Result{RequeueAfter: durationOr(st.Spec.Interval, DefaultInterval)}
 	}
-	if err := r.status().Finalize(ctx, original, st, err); err != nil {
+	err = r.status().Finalize(ctx, original, st, err)
+	r.ownWrites.Wrote(original, st)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	return result, nil

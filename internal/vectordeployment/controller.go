@@ -59,8 +59,8 @@ type Reconciler struct {
 
 	// synced holds, per VectorDeployment, what its last full reconcile in this process found (see statusOnly).
 	synced sync.Map // of client.ObjectKey to syncedSpec
-	// written holds, per VectorDeployment, the resourceVersion its last status write replaced (see staleRead).
-	written sync.Map // of client.ObjectKey to string
+	// ownWrites holds, per VectorDeployment, the resourceVersion its last status write replaced.
+	ownWrites operating.OwnWrites
 	// bypass bounds the reconcile requests of each VectorDeployment that read around the cache (see cacheUse).
 	bypass operating.CacheBypass
 
@@ -98,10 +98,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.forget(req.NamespacedName)
 		return r.teardown(ctx, vd)
 	}
-	if r.staleRead(vd) {
+	if r.ownWrites.Stale(vd) {
 		// The cache has not seen this process's own last status write yet: a status computed from it would be sent
 		// with a stale resourceVersion and refused (Conflict), a wasted write. The write's event is on its way.
-		return ctrl.Result{RequeueAfter: staleReadRetry}, nil
+		return ctrl.Result{RequeueAfter: operating.StaleReadRetry}, nil
 	}
 	defer func() { r.Metrics.Record(ctx, vd, start, vd.Spec.Suspend) }()
 	// As in Flux, a suspended object is left exactly as it is: no registry read, no write, not even to status.
@@ -135,40 +135,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: end.awaiting}, nil
 	}
 	err := r.status().Finalize(ctx, original, vd, end.err)
-	r.wrote(original, vd)
+	r.ownWrites.Wrote(original, vd)
 	if err := errors.Join(err, end.retry); err != nil {
 		return ctrl.Result{}, err
 	}
 	return end.result, nil
-}
-
-// staleReadRetry is how soon a reconcile that found the cache behind its own last write is tried again; the
-// write's watch event usually requeues it first.
-const staleReadRetry = 100 * time.Millisecond
-
-// wrote remembers, when the status write changed vd, the resourceVersion it was computed from: until the cache
-// holds a later one, a read of vd from the cache is stale (see staleRead). This is the expectations pattern of the
-// Kubernetes controllers, for one object's own writes.
-func (r *Reconciler) wrote(original, vd *konfidencev1.VectorDeployment) {
-	key := client.ObjectKeyFromObject(vd)
-	if vd.ResourceVersion != original.ResourceVersion {
-		r.written.Store(key, original.ResourceVersion)
-	}
-}
-
-// staleRead tells whether vd, as read from the cache, is the version this process's last status write replaced.
-// A later version clears the mark.
-func (r *Reconciler) staleRead(vd *konfidencev1.VectorDeployment) bool {
-	key := client.ObjectKeyFromObject(vd)
-	before, ok := r.written.Load(key)
-	if !ok {
-		return false
-	}
-	if before == vd.ResourceVersion {
-		return true
-	}
-	r.written.CompareAndDelete(key, before)
-	return false
 }
 
 // status writes the status at the end of a reconcile. The write carries the resourceVersion it was computed from,
@@ -181,7 +152,7 @@ func (r *Reconciler) status() outcome.Status[*konfidencev1.VectorDeployment] {
 // forget deletes the metrics of a VectorDeployment that is gone, and what its reconciles found.
 func (r *Reconciler) forget(key client.ObjectKey) {
 	r.synced.Delete(key)
-	r.written.Delete(key)
+	r.ownWrites.Forget(key)
 	r.bypass.Forget(key)
 	r.Metrics.Forget(key)
 	forgetArtifacts(key)

@@ -79,26 +79,3 @@ func containsRequest(requests []string, want string) bool {
 	}
 	return false
 }
-
-// TestStaleReadOfItsOwnWrite: after a status write, the version it replaced is a stale read until the cache has a
-// later one; then the mark is gone.
-func TestStaleReadOfItsOwnWrite(t *testing.T) {
-	r := &Reconciler{}
-	read := func(rv string) *konfidencev1.VectorDeployment {
-		return &konfidencev1.VectorDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vd", ResourceVersion: rv}}
-	}
-	r.wrote(read("7"), read("7")) // nothing written: no mark
-	if r.staleRead(read("7")) {
-		t.Fatal("a read is stale without a write")
-	}
-	r.wrote(read("7"), read("9"))
-	if !r.staleRead(read("7")) {
-		t.Error("the version the write replaced is not a stale read")
-	}
-	if r.staleRead(read("9")) {
-		t.Error("the written version is a stale read")
-	}
-	if r.staleRead(read("7")) {
-		t.Error("the mark outlived a read of a later version")
-	}
-}

@@ -56,7 +56,7 @@ var upgradeSpecChanges = map[string][]specChange{
 // install.yaml is applied (server-side, as `kubectl apply --server-side -f install.yaml`), and after the rollout:
 //   - every ArtifactDeployment and Flux object keeps its name and UID;
 //   - no Flux object's spec changes but as upgradeSpecChanges lists;
-//   - no pod of the landscape restarts or is replaced;
+//   - no pod of the landscape restarts or is replaced, and no Helm release gets a revision;
 //   - the suspended ArtifactDeployment and its HelmRelease stay suspended;
 //   - the new operator's writes settle to none for a while, within a minute of its taking the lead.
 //
@@ -130,7 +130,7 @@ func TestNodeUpgrade(t *testing.T) {
 	suspended := suspendWorker(t, ns, "1.0.0")
 	landscape := snapshotLandscape(t, ns)
 	t.Logf("release %s: %d ArtifactDeployments (%s salted for %s, %s suspended), %d Flux objects, %d pods; Helm releases %v",
-		rel.Version, len(landscape.ads), salted, squatter, suspended, len(landscape.flux), len(landscape.pods), releases(t, ns))
+		rel.Version, len(landscape.ads), salted, squatter, suspended, len(landscape.flux), len(landscape.pods), landscape.releases)
 
 	upgraded := transition(t, realNode, ns, "upgrade to this tree", root, current, landscape)
 	assertSpecChanges(t, "upgrade", landscape.flux, upgraded.flux, upgradeSpecChanges[rel.Version])
@@ -278,11 +278,12 @@ func assertSuspended(t *testing.T, namespace, name string) {
 }
 
 // landscapeState is what an upgrade must keep: the ArtifactDeployments' names, each Flux object's UID and spec,
-// and the pods.
+// the pods, and the revisions of the Helm releases (a spec change that made Helm upgrade would add one).
 type landscapeState struct {
-	ads  []string
-	flux map[string]fluxObject
-	pods map[string]string
+	ads      []string
+	flux     map[string]fluxObject
+	pods     map[string]string
+	releases map[string][]string
 }
 
 type fluxObject struct {
@@ -293,7 +294,8 @@ type fluxObject struct {
 
 func snapshotLandscape(t *testing.T, namespace string) landscapeState {
 	t.Helper()
-	s := landscapeState{ads: artifactDeploymentNames(t, namespace), flux: map[string]fluxObject{}, pods: podFingerprints(t, namespace, nil)}
+	s := landscapeState{ads: artifactDeploymentNames(t, namespace), flux: map[string]fluxObject{},
+		pods: podFingerprints(t, namespace, nil), releases: releases(t, namespace)}
 	for _, obj := range listObjects(t, namespace,
 		&sourcev1.HelmRepositoryList{}, &sourcev1.OCIRepositoryList{}, &helmv2.HelmReleaseList{}, &kustomizev1.KustomizationList{}) {
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
@@ -336,7 +338,9 @@ func transition(t *testing.T, c *node.Cluster, namespace, what, src, ref string,
 	if err := workloadsReady(context.Background(), namespace, 4); err != nil {
 		t.Errorf("%s: %v", what, err)
 	}
-	t.Logf("%s: Helm releases %v", what, releases(t, namespace))
+	if !reflect.DeepEqual(before.releases, after.releases) {
+		t.Errorf("%s: Helm releases (name: revisions) %v, before %v", what, after.releases, before.releases)
+	}
 	return after
 }
 

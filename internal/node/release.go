@@ -68,7 +68,8 @@ func PreviousRelease(ctx context.Context, root string) (Release, error) {
 		}
 		return Release{Version: v.Original(), Commit: commit, Created: created}, nil
 	}
-	return Release{}, fmt.Errorf("no release before HEAD in %s: none of the versions of CHANGELOG.md %v was added by a commit before HEAD (a shallow clone lacks them: fetch the history)", root, versions)
+	return Release{}, fmt.Errorf("no release before HEAD in %s: no commit before HEAD added any of the versions of "+
+		"CHANGELOG.md %v (a shallow clone lacks them: fetch the history)", root, versions)
 }
 
 // ExtractTree writes the files of commit in the git repository at root into dir, as `git archive` exports them

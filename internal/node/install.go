@@ -112,21 +112,34 @@ func OperatorImage() (string, error) {
 // BuildOperatorImage builds the operator's image ref with hack/image, as `make image` does, and imports it; the
 // binary reports version, or the VERSION file's when it is empty.
 func (c *Cluster) BuildOperatorImage(ctx context.Context, ref, version string) error {
-	return buildOperatorImage(ctx, c.path("images/fluxdeployer.tar"), ref, version, c.ImportArchive)
+	return buildOperatorImage(ctx, controlplane.RepoRoot(), c.path("images/fluxdeployer.tar"), ref, c.ImportArchive, versionFlag(version)...)
 }
 
-// buildOperatorImage writes the operator's image ref, built by hack/image as `make image` builds it, to the
-// archive (docker save format), hands it to load and removes it; the binary reports version, or the VERSION
-// file's when it is empty.
-func buildOperatorImage(ctx context.Context, archive, ref, version string, load func(context.Context, string) error) error {
-	args := []string{"run", "./hack/image", "-img", ref, "-tarball", archive}
-	if version != "" {
-		args = append(args, "-version", version)
+// versionFlag is hack/image's -version for version, none when it is empty (the VERSION file's).
+func versionFlag(version string) []string {
+	if version == "" {
+		return nil
 	}
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = controlplane.RepoRoot()
+	return []string{"-version", version}
+}
+
+// BuildReleaseImage builds the operator's image ref from the tree of the release rel extracted into src
+// (ExtractTree) with that tree's own hack/image, as `make image` at the release's commit does: stamped with its
+// VERSION, its commit and the commit's time, which `make image` takes from git and the extracted tree has no git
+// for. It imports the image.
+func (c *Cluster) BuildReleaseImage(ctx context.Context, src string, rel Release, ref string) error {
+	return buildOperatorImage(ctx, src, c.path("images/fluxdeployer.tar"), ref, c.ImportArchive,
+		"-version", rel.Version, "-commit", rel.Commit, "-created", rel.Created)
+}
+
+// buildOperatorImage writes the operator's image ref, built from the source tree src by its hack/image as `make
+// image` builds it, with the further flags of hack/image args, to the archive (docker save format), hands it to
+// load and removes it.
+func buildOperatorImage(ctx context.Context, src, archive, ref string, load func(context.Context, string) error, args ...string) error {
+	cmd := exec.CommandContext(ctx, "go", append([]string{"run", "./hack/image", "-img", ref, "-tarball", archive}, args...)...)
+	cmd.Dir = src
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the operator's image: %w\n%s", err, out)
+		return fmt.Errorf("building the operator's image in %s: %w\n%s", src, err, out)
 	}
 	defer func() { _ = os.Remove(archive) }()
 	return load(ctx, archive)
@@ -135,11 +148,24 @@ func buildOperatorImage(ctx context.Context, archive, ref, version string, load 
 // Installer renders what `make build-installer IMG=ref` writes to dist/install.yaml (the same script), into the
 // cluster's directory, and returns its path.
 func (c *Cluster) Installer(ctx context.Context, ref string) (string, error) {
-	out, err := Render(ctx, ref, "config/default")
+	return c.InstallerFrom(ctx, controlplane.RepoRoot(), ref)
+}
+
+// InstallerFrom renders what `make build-installer IMG=ref` writes to dist/install.yaml in the source tree src,
+// with that tree's script and config/, and writes it to src's dist/install.yaml, as the make target does there.
+// For this repository's own tree it writes into the cluster's directory instead, leaving the clone's dist/ alone.
+func (c *Cluster) InstallerFrom(ctx context.Context, src, ref string) (string, error) {
+	out, err := RenderFrom(ctx, src, ref, "config/default")
 	if err != nil {
 		return "", err
 	}
-	path := c.path("install.yaml")
+	path := filepath.Join(src, "dist", "install.yaml")
+	if src == controlplane.RepoRoot() {
+		path = c.path("install.yaml")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return "", err
+	}
 	return path, os.WriteFile(path, out, 0o600)
 }
 
@@ -147,12 +173,19 @@ func (c *Cluster) Installer(ctx context.Context, ref string) (string, error) {
 // with the script `make build-installer` renders dist/install.yaml with, so that what a test applies runs the image
 // the cluster was given.
 func Render(ctx context.Context, ref, dir string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(controlplane.RepoRoot(), "hack", "kustomize-with-image.sh"), ref, dir)
+	return RenderFrom(ctx, controlplane.RepoRoot(), ref, dir)
+}
+
+// RenderFrom is Render in the source tree src, with its own hack/kustomize-with-image.sh and config/. A tree whose
+// script takes no directory (releases up to 0.1.0) renders config/default whatever dir says.
+func RenderFrom(ctx context.Context, src, ref, dir string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(src, "hack", "kustomize-with-image.sh"), ref, dir)
+	cmd.Dir = src
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("rendering %s for %s: %w\n%s", dir, ref, err, stderr.String())
+		return nil, fmt.Errorf("rendering %s of %s for %s: %w\n%s", dir, src, ref, err, stderr.String())
 	}
 	return out, nil
 }
@@ -176,7 +209,14 @@ func (c *Cluster) InstallOperator(ctx context.Context, ref string) error {
 
 // ApplyInstaller renders the installer for the image ref and applies it.
 func (c *Cluster) ApplyInstaller(ctx context.Context, ref string) error {
-	path, err := c.Installer(ctx, ref)
+	return c.ApplyInstallerFrom(ctx, controlplane.RepoRoot(), ref)
+}
+
+// ApplyInstallerFrom renders the installer of the source tree src for the image ref (InstallerFrom) and applies
+// it as `kubectl apply --server-side -f install.yaml` does: every object, by one field manager, forced, so that
+// fields a later installer no longer has are removed and objects it no longer has stay.
+func (c *Cluster) ApplyInstallerFrom(ctx context.Context, src, ref string) error {
+	path, err := c.InstallerFrom(ctx, src, ref)
 	if err != nil {
 		return err
 	}

@@ -59,7 +59,7 @@ func (k *Kind) loadWorkloadImage(ctx context.Context) error {
 // BuildOperatorImage builds the operator's image ref with hack/image, as `make image` does, and loads it into
 // the cluster's nodes; the binary reports version, or the VERSION file's when it is empty.
 func (k *Kind) BuildOperatorImage(ctx context.Context, ref, version string) error {
-	return buildOperatorImage(ctx, filepath.Join(k.dir, "fluxdeployer.tar"), ref, version, k.LoadArchive)
+	return buildOperatorImage(ctx, controlplane.RepoRoot(), filepath.Join(k.dir, "fluxdeployer.tar"), ref, k.LoadArchive, versionFlag(version)...)
 }
 
 // LoadArchive loads the images of an archive (OCI or docker save format) into every node of the cluster, where

@@ -1,0 +1,441 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
+	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
+	"github.com/fluxdeployer/fluxdeployer/internal/node"
+	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
+)
+
+// specChange is a change of a Flux object's spec that an upgrade from a release makes on purpose: the objects of
+// kind whose spec field path (dotted, as specChanges names it) changes, or, with path "", objects of kind that
+// appear or go. why is the CHANGELOG's line that tells users.
+type specChange struct {
+	kind, path, why string
+}
+
+// upgradeSpecChanges lists, by the previous release's version, every change of a Flux object's spec that upgrading
+// from it to this tree makes to TestNodeUpgrade's landscape. The list is exact: a change not listed fails the
+// test, and so does one listed that did not happen. A new release starts with no entry: what the next one changes
+// is listed here, and in the CHANGELOG's "Upgrading" section, as the test finds it.
+var upgradeSpecChanges = map[string][]specChange{
+	"0.1.0": {
+		{"HelmRelease", "chart.metadata", "HelmReleases label their chart template (spec.chart.metadata.labels) with " +
+			"their ArtifactDeployment, so the HelmCharts helm-controller creates carry it and the operator's cache holds " +
+			"only its own HelmCharts, of its shard (CHANGELOG, Upgrading)"},
+	},
+}
+
+// TestNodeUpgrade upgrades an installation of the previous release to this tree as docs/release.md tells users to,
+// and downgrades it back. The previous release is found in git (node.PreviousRelease: the commit that first added
+// the newest CHANGELOG entry before HEAD); its tree is extracted, its image built by its own hack/image and
+// installed from the install.yaml its own `make build-installer` writes, in place of the operator the suite
+// installed. With it, a landscape of real workloads: two VectorDeployments sharing a Helm and a Kustomize
+// ArtifactDeployment, one of whose artifacts takes a collision-salted name (a suspended ArtifactDeployment of
+// another identity holds its name), and a deployed ArtifactDeployment suspended afterwards. Then this tree's
+// install.yaml is applied (server-side, as `kubectl apply --server-side -f install.yaml`), and after the rollout:
+//   - every ArtifactDeployment and Flux object keeps its name and UID;
+//   - no Flux object's spec changes but as upgradeSpecChanges lists;
+//   - no pod of the landscape restarts or is replaced, and no Helm release gets a revision;
+//   - the suspended ArtifactDeployment and its HelmRelease stay suspended;
+//   - the new operator's writes settle to none for a while, within a minute of its taking the lead.
+//
+// Then the previous release's install.yaml is applied again, and the same holds, its spec changes undone.
+// The chart (`helm upgrade`) is not covered: the previous release had no chart. A remote target is not either: the
+// real node offers one cluster, and this test does not configure one against it.
+func TestNodeUpgrade(t *testing.T) {
+	requireNode(t)
+	realNode, ok := realCluster.(*node.Cluster)
+	if !ok {
+		t.Skip("builds another commit's operator and installs it in place of the installed one: the real node only (make e2e-upgrade)")
+	}
+	ctx := context.Background()
+	root := controlplane.RepoRoot()
+	rel, err := node.PreviousRelease(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	src := filepath.Join(t.TempDir(), "v"+rel.Version)
+	if err := node.ExtractTree(ctx, root, rel.Commit, src); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("previous release %s (commit %s): tree extracted and its modules downloaded in %s", rel.Version, rel.Commit, time.Since(begin).Round(100*time.Millisecond))
+	current, err := node.OperatorImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tagged with its commit too: this tree may still carry the previous release's VERSION (the next version is set
+	// when the release is made), and containerd holds one image per name.
+	previous := fmt.Sprintf("ghcr.io/fluxdeployer/fluxdeployer:v%s-%.7s", rel.Version, rel.Commit)
+	begin = time.Now()
+	if err := realNode.BuildReleaseImage(ctx, src, rel, previous); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("image %s built by the release's hack/image and imported in %s", previous, time.Since(begin).Round(100*time.Millisecond))
+
+	// The previous release as a user installed it: this tree's installation goes first, CRDs and namespace included.
+	t.Cleanup(func() {
+		// The suite's other tests share the installed operator: this tree's again, whatever happened.
+		deleteNamespaces(t)
+		if err := realNode.ApplyInstaller(ctx, current); err != nil {
+			t.Error(err)
+		} else if err := realNode.WaitAvailable(ctx, 2*time.Minute, operatorNamespace(), "fluxdeployer"); err != nil {
+			t.Error(err)
+		}
+	})
+	begin = time.Now()
+	uninstall(t, realNode, current)
+	installRelease(t, realNode, src, previous)
+	t.Logf("this tree's operator uninstalled, release %s installed and leading in %s", rel.Version, time.Since(begin).Round(100*time.Millisecond))
+	startFluxdeployer(t, map[string]string{"timeout": "30s", "wait": "true"})
+
+	reg := newRegistry(t)
+	ns := newNamespace(t, "upgrade")
+	workloadVector(t, reg, "acme.org/vectors/upgrade", "1.0.0", "1.0.0", "")
+	shop := createVectorDeployment(t, ns, "shop", reg.Ref("", "acme.org/vectors/upgrade", "1.0.0"))
+	t.Logf("release %s: VectorDeployment shop Ready %s after creation", rel.Version, waitReady(t, 4*time.Minute, shop).Round(100*time.Millisecond))
+	// The second vector shares web (Helm) and api (Kustomize) with the first; its worker's name is held by an
+	// ArtifactDeployment of another identity, so the release salts it.
+	worker := workloadVector(t, reg, "acme.org/vectors/upgrade", "1.1.0", "1.0.1", "")
+	squatter := squat(t, ns, adName(t, worker, nil))
+	next := createVectorDeployment(t, ns, "shop-next", reg.Ref("", "acme.org/vectors/upgrade", "1.1.0"))
+	t.Logf("release %s: VectorDeployment shop-next Ready %s after creation", rel.Version, waitReady(t, 4*time.Minute, next).Round(100*time.Millisecond))
+	salted := saltedName(t, ns, worker.Name, worker.Version)
+	if salted == squatter {
+		t.Fatalf("the worker %s took the name %s another identity holds", worker.Version, squatter)
+	}
+	assertWorkloadsReady(t, ns, 4)
+	// shop's worker, deployed, is suspended.
+	suspended := suspendWorker(t, ns, "1.0.0")
+	landscape := snapshotLandscape(t, ns)
+	t.Logf("release %s: %d ArtifactDeployments (%s salted for %s, %s suspended), %d Flux objects, %d pods; Helm releases %v",
+		rel.Version, len(landscape.ads), salted, squatter, suspended, len(landscape.flux), len(landscape.pods), landscape.releases)
+
+	upgraded := transition(t, realNode, ns, "upgrade to this tree", root, current, landscape)
+	assertSpecChanges(t, "upgrade", landscape.flux, upgraded.flux, upgradeSpecChanges[rel.Version])
+	assertSuspended(t, ns, suspended)
+
+	downgraded := transition(t, realNode, ns, "downgrade to "+rel.Version, src, previous, upgraded)
+	if d := specDiff(landscape.flux, downgraded.flux); len(d) > 0 {
+		t.Errorf("after the downgrade, Flux specs differ from the release's own (object: fields): %v", d)
+	}
+	assertSuspended(t, ns, suspended)
+}
+
+// installRelease applies the installer of the source tree src for the image ref and waits until a pod of that
+// image leads.
+func installRelease(t *testing.T, c *node.Cluster, src, ref string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.ApplyInstallerFrom(ctx, src, ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitAvailable(ctx, 2*time.Minute, operatorNamespace(), "fluxdeployer"); err != nil {
+		t.Fatal(err)
+	}
+	leaderPod(t, leaseName, "a pod of "+ref, func(p *corev1.Pod) bool { return p.Spec.Containers[0].Image == ref })
+}
+
+// uninstall deletes every object of this tree's installer for ref (CRDs, namespace, RBAC, Deployment) and waits
+// until they are gone, as `kubectl delete -f install.yaml --wait` does.
+func uninstall(t *testing.T, c *node.Cluster, ref string) {
+	t.Helper()
+	ctx := context.Background()
+	manifest, err := node.Render(ctx, ref, "config/default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := controlplane.Decode(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range objs {
+		if err := env.Client.Delete(ctx, u); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 2*time.Minute, func() error {
+		for _, u := range objs {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(u), u.DeepCopy()); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%s %s/%s still there (%v)", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+			}
+		}
+		return nil
+	})
+}
+
+// squat creates, under name, an ArtifactDeployment of another identity (a component no vector has), suspended so
+// nothing deploys it, as a name taken before the vector's artifact comes; it returns the name.
+func squat(t *testing.T, namespace, name string) string {
+	t.Helper()
+	var template *konfidencev1.ArtifactDeployment
+	list := &konfidencev1.ArtifactDeploymentList{}
+	if err := env.Client.List(context.Background(), list, client.InNamespace(namespace)); err != nil || len(list.Items) == 0 {
+		t.Fatalf("an ArtifactDeployment to copy the spec of: %v %v", list.Items, err)
+	}
+	template = &list.Items[0]
+	ad := &konfidencev1.ArtifactDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Annotations: map[string]string{
+			konfidencev1.ArtifactComponentAnnotation: "acme.org/artifacts/squatter",
+			konfidencev1.ArtifactVersionAnnotation:   "1.0.0",
+			konfidencev1.AllowReuseAnnotation:        "true",
+		}},
+		Spec: *template.Spec.DeepCopy(),
+	}
+	ad.Spec.Suspend = true
+	if err := env.Client.Create(context.Background(), ad); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// saltedName returns the name of the namespace's ArtifactDeployment of the component's version, which must carry a
+// collision count of 1.
+func saltedName(t *testing.T, namespace, component, version string) string {
+	t.Helper()
+	list := &konfidencev1.ArtifactDeploymentList{}
+	if err := env.Client.List(context.Background(), list, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, ad := range list.Items {
+		a := ad.Annotations
+		if a[konfidencev1.ArtifactComponentAnnotation] == component && a[konfidencev1.ArtifactVersionAnnotation] == version {
+			if a[konfidencev1.CollisionCountAnnotation] != "1" {
+				t.Fatalf("ArtifactDeployment %s of %s:%s has collision count %q, want 1", ad.Name, component, version, a[konfidencev1.CollisionCountAnnotation])
+			}
+			return ad.Name
+		}
+	}
+	t.Fatalf("no ArtifactDeployment of %s:%s in %s", component, version, namespace)
+	return ""
+}
+
+// suspendWorker suspends the ArtifactDeployment of the worker's version, as `fluxdeployer suspend ad` does, waits
+// until its HelmRelease is suspended, and returns its name.
+func suspendWorker(t *testing.T, namespace, version string) string {
+	t.Helper()
+	ctx := context.Background()
+	list := &konfidencev1.ArtifactDeploymentList{}
+	if err := env.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, ad := range list.Items {
+		if ad.Annotations[konfidencev1.ArtifactComponentAnnotation] != "acme.org/artifacts/worker" || ad.Annotations[konfidencev1.ArtifactVersionAnnotation] != version {
+			continue
+		}
+		if err := env.Client.Patch(ctx, &ad, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":true}}`))); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, time.Minute, func() error { return suspendedState(ctx, namespace, ad.Name) })
+		return ad.Name
+	}
+	t.Fatalf("no ArtifactDeployment of the worker %s in %s", version, namespace)
+	return ""
+}
+
+// suspendedState says how the ArtifactDeployment or its HelmRelease is not suspended, or nil.
+func suspendedState(ctx context.Context, namespace, name string) error {
+	ad, hr := &konfidencev1.ArtifactDeployment{}, &helmv2.HelmRelease{}
+	key := client.ObjectKey{Namespace: namespace, Name: name}
+	if err := env.Client.Get(ctx, key, ad); err != nil {
+		return err
+	}
+	if err := env.Client.Get(ctx, key, hr); err != nil {
+		return err
+	}
+	if !ad.Spec.Suspend || !hr.Spec.Suspend {
+		return fmt.Errorf("ArtifactDeployment %s suspended: %t, its HelmRelease: %t", name, ad.Spec.Suspend, hr.Spec.Suspend)
+	}
+	return nil
+}
+
+func assertSuspended(t *testing.T, namespace, name string) {
+	t.Helper()
+	if err := suspendedState(context.Background(), namespace, name); err != nil {
+		t.Error(err)
+	}
+}
+
+// landscapeState is what an upgrade must keep: the ArtifactDeployments' names, each Flux object's UID and spec,
+// the pods, and the revisions of the Helm releases (a spec change that made Helm upgrade would add one).
+type landscapeState struct {
+	ads      []string
+	flux     map[string]fluxObject
+	pods     map[string]string
+	releases map[string][]string
+}
+
+type fluxObject struct {
+	kind string
+	uid  string
+	spec map[string]any
+}
+
+func snapshotLandscape(t *testing.T, namespace string) landscapeState {
+	t.Helper()
+	s := landscapeState{ads: artifactDeploymentNames(t, namespace), flux: map[string]fluxObject{},
+		pods: podFingerprints(t, namespace, nil), releases: releases(t, namespace)}
+	for _, obj := range listObjects(t, namespace,
+		&sourcev1.HelmRepositoryList{}, &sourcev1.OCIRepositoryList{}, &helmv2.HelmReleaseList{}, &kustomizev1.KustomizationList{}) {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, _ := u["spec"].(map[string]any)
+		kind := reflect.TypeOf(obj).Elem().Name()
+		s.flux[kind+"/"+obj.GetName()] = fluxObject{kind: kind, uid: string(obj.GetUID()), spec: spec}
+	}
+	return s
+}
+
+// transition applies the installer of the source tree src for the image ref over the running installation, waits
+// until a pod of ref leads and its writes settle, and checks what every transition keeps: the ArtifactDeployments'
+// names, the Flux objects' names and UIDs, the pods. It returns the landscape after it.
+func transition(t *testing.T, c *node.Cluster, namespace, what, src, ref string, before landscapeState) landscapeState {
+	t.Helper()
+	begin := time.Now()
+	installRelease(t, c, src, ref)
+	leading := time.Since(begin)
+	quiet, writes := settle(t, namespace, time.Minute, 15*time.Second)
+	t.Logf("%s: %s leads %s after the apply; its writes settled %s later, after %d object writes, and stayed 0 for 15s",
+		what, ref, leading.Round(100*time.Millisecond), quiet.Round(100*time.Millisecond), writes)
+	after := snapshotLandscape(t, namespace)
+	if !slices.Equal(before.ads, after.ads) {
+		t.Errorf("%s: ArtifactDeployments %v, before %v", what, after.ads, before.ads)
+	}
+	for id, o := range before.flux {
+		if a, ok := after.flux[id]; !ok || a.uid != o.uid {
+			t.Errorf("%s: Flux object %s (UID %s) is gone or replaced (%+v)", what, id, o.uid, a.uid)
+		}
+	}
+	for id := range after.flux {
+		if _, ok := before.flux[id]; !ok {
+			t.Errorf("%s: Flux object %s is new", what, id)
+		}
+	}
+	assertPodsUnchanged(t, what+": pods of the landscape", before.pods, after.pods)
+	if err := workloadsReady(context.Background(), namespace, 4); err != nil {
+		t.Errorf("%s: %v", what, err)
+	}
+	if !reflect.DeepEqual(before.releases, after.releases) {
+		t.Errorf("%s: Helm releases (name: revisions) %v, before %v", what, after.releases, before.releases)
+	}
+	return after
+}
+
+// settle waits until what the operator writes in the namespace (written) has not changed for quiet, which must
+// begin within bound, and returns when the last write was seen and how many object writes it saw until then. It
+// polls every half second: a write is one object's fingerprint changing between polls.
+func settle(t *testing.T, namespace string, bound, quiet time.Duration) (time.Duration, int) {
+	t.Helper()
+	begin := time.Now()
+	last, lastChange, writes := written(t, namespace), begin, 0
+	for time.Since(lastChange) < quiet {
+		if since := lastChange.Sub(begin); since > bound {
+			t.Fatalf("the operator still wrote %s after it took the lead (bound %s), %d object writes", since.Round(time.Second), bound, writes)
+		}
+		time.Sleep(500 * time.Millisecond) // the polling interval; the condition is the loop's
+		if now := written(t, namespace); !maps.Equal(last, now) {
+			changed := diff(last, now)
+			t.Logf("writes seen %s after the lead:%s", time.Since(begin).Round(100*time.Millisecond), changed)
+			writes += strings.Count(changed, "\n")
+			last, lastChange = now, time.Now()
+		}
+	}
+	return lastChange.Sub(begin), writes
+}
+
+// specDiff lists, by Flux object, the spec fields that differ (specChanges), and objects only one side has
+// (field "").
+func specDiff(before, after map[string]fluxObject) map[string][]string {
+	out := map[string][]string{}
+	for id, b := range before {
+		a, ok := after[id]
+		if !ok {
+			out[id] = []string{""}
+			continue
+		}
+		if changes := specChanges("", b.spec, a.spec); len(changes) > 0 {
+			out[id] = changes
+		}
+	}
+	for id := range after {
+		if _, ok := before[id]; !ok {
+			out[id] = []string{""}
+		}
+	}
+	return out
+}
+
+// specChanges lists the dotted paths where a and b differ: a map's keys are followed, anything else compared whole.
+func specChanges(prefix string, a, b any) []string {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if !aok || !bok {
+		if reflect.DeepEqual(a, b) {
+			return nil
+		}
+		return []string{prefix}
+	}
+	keys := maps.Clone(am)
+	maps.Copy(keys, bm)
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		path := k
+		if prefix != "" {
+			path = prefix + "." + k
+		}
+		out = append(out, specChanges(path, am[k], bm[k])...)
+	}
+	return out
+}
+
+// assertSpecChanges checks that the Flux specs changed exactly as expected lists: every change is one listed (the
+// kind, and the path or a field under it), and every entry listed happened; it logs each with its reason.
+func assertSpecChanges(t *testing.T, what string, before, after map[string]fluxObject, expected []specChange) {
+	t.Helper()
+	happened := make([]bool, len(expected))
+	changes := specDiff(before, after)
+	for _, id := range slices.Sorted(maps.Keys(changes)) {
+		kind, _, _ := strings.Cut(id, "/")
+		for _, path := range changes[id] {
+			i := slices.IndexFunc(expected, func(c specChange) bool {
+				return c.kind == kind && (path == c.path || strings.HasPrefix(path, c.path+"."))
+			})
+			if i < 0 {
+				b, _ := json.Marshal(before[id].spec)
+				a, _ := json.Marshal(after[id].spec)
+				t.Errorf("%s changed spec.%s of %s, which upgradeSpecChanges does not list:\n before %s\n after  %s", what, path, id, b, a)
+				continue
+			}
+			happened[i] = true
+			t.Logf("%s changed spec.%s of %s, as expected: %s", what, path, id, expected[i].why)
+		}
+	}
+	for i, c := range expected {
+		if !happened[i] {
+			t.Errorf("%s: upgradeSpecChanges lists spec.%s of the %ss, which did not change: remove it", what, c.path, c.kind)
+		}
+	}
+}

@@ -37,6 +37,8 @@ func TestNodePartition(t *testing.T) {
 	ctx := context.Background()
 	reg := newRegistry(t)
 	startFluxdeployer(t, map[string]string{"timeout": "30s", "wait": "true"})
+	// The writes counted are those from here on, by the operator's one replica, then by both.
+	since := time.Now()
 	workloadVector(t, reg, "acme.org/vectors/partition", "1.0.0", "1.0.0", "")
 	ns := newNamespace(t, "partition")
 	vd := createVectorDeployment(t, ns, "shop", reg.Ref("", "acme.org/vectors/partition", "1.0.0"))
@@ -54,7 +56,6 @@ func TestNodePartition(t *testing.T) {
 	transitions := ptr.Deref(lease.Spec.LeaseTransitions, 0)
 	deployed, pods, writes := deployedSpecs(t, ns), podFingerprints(t, ns, nil), written(t, ns)
 	leaderRestarts := restarts(leader)
-	since := time.Now()
 
 	heal, err := realNode.Partition(leader.Status.PodIP)
 	if err != nil {
@@ -111,6 +112,17 @@ func TestNodePartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("the partitioned pod %s: restarted %d times, last termination %s", leader.Name, restarts(leader)-leaderRestarts, lastTermination(leader))
+	// It ended because it lost its leadership, not for another reason (a failed probe, a crash).
+	logs, err := realNode.PodLogs(ctx, leader.Namespace, leader.Name, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := slices.DeleteFunc(strings.Split(logs, "\n"), func(l string) bool { return !strings.Contains(l, "leader election lost") })
+	if len(lost) == 0 {
+		t.Errorf("the partitioned leader's container ended without losing its leadership; its last lines:\n%s", tailLines(logs, 20))
+	} else {
+		t.Logf("the partitioned leader's container said: %s", strings.Join(lost, "\n"))
+	}
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease); err != nil {
 		t.Fatal(err)
 	}
@@ -224,4 +236,10 @@ func auditWrites(t *testing.T, n *node.Cluster, since time.Time, user string, cl
 		c.last = at
 	}
 	return counts
+}
+
+// tailLines returns the last n lines of s.
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

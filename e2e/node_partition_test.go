@@ -93,7 +93,7 @@ func TestNodePartition(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("the partitioned leader's container ended %s after the partition began: %s", time.Since(partitioned).Round(100*time.Millisecond),
+	t.Logf("the partitioned leader's container seen ended %s after the partition began: %s", time.Since(partitioned).Round(100*time.Millisecond),
 		lastTermination(leader))
 	if d := time.Since(partitioned); d <= leaseDuration {
 		t.Fatalf("the partition lasted %s, not longer than the Lease's duration %s", d, leaseDuration)
@@ -123,6 +123,30 @@ func TestNodePartition(t *testing.T) {
 	} else {
 		t.Logf("the partitioned leader's container said: %s", strings.Join(lost, "\n"))
 	}
+	stoppedLeading := renewFailed(t, logs, partitioned)
+
+	// What it looks like from outside: an event on the Lease says the standby became leader, and the replicas'
+	// leader election gauge says which one leads.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		var events corev1.EventList
+		if err := env.Client.List(ctx, &events, client.InNamespace(operator.Namespace)); err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
+			return e.InvolvedObject.Kind == "Lease" && e.InvolvedObject.Name == leaseName && e.Reason == "LeaderElection" &&
+				strings.HasPrefix(e.Message, standby.Name+"_") && e.LastTimestamp.After(partitioned.Add(-time.Second))
+		}) {
+			return fmt.Errorf("no event LeaderElection on Lease %s saying %s became leader", leaseName, standby.Name)
+		}
+		return nil
+	})
+	for _, replica := range []struct {
+		pod  *corev1.Pod
+		want float64
+	}{{standby, 1}, {leader, 0}} {
+		_, body, _ := strings.Cut(realNode.RunClient(t, operator.Namespace, fmt.Sprintf("http://%s:8080/metrics", replica.pod.Status.PodIP)), "\n")
+		expectSample(t, parseMetrics(t, strings.NewReader(body)), "leader_election_master_status", map[string]string{"name": leaseName}, &replica.want)
+	}
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease); err != nil {
 		t.Fatal(err)
 	}
@@ -145,9 +169,14 @@ func TestNodePartition(t *testing.T) {
 		t.Errorf("the new leader's first write was to %s, not the Lease", next.firstObject)
 	case !old.last.Before(next.first):
 		t.Errorf("two writers: the old leader wrote at %s, after the new leader's first write at %s", old.last.Format(time.RFC3339Nano), next.first.Format(time.RFC3339Nano))
+	case !stoppedLeading.Before(next.first):
+		// What the partition hides: the old leader must also have stopped leading (and so stopped trying to
+		// write) before the Lease could be taken, by its own clock, which is the API server's.
+		t.Errorf("the old leader stopped leading at %s, not before the new leader took the Lease at %s", stoppedLeading.Format(time.RFC3339Nano), next.first.Format(time.RFC3339Nano))
 	default:
-		t.Logf("writes: old leader %d (%d refused), the last %s before the new leader's first (its taking of the Lease %s after the partition began); new leader %d (%d refused)",
-			old.ok, old.refused, next.first.Sub(old.last).Round(time.Millisecond), next.first.Sub(partitioned).Round(100*time.Millisecond), next.ok, next.refused)
+		t.Logf("writes: old leader %d (%d refused), the last %s before the partition; it stopped leading %s after the partition began, %s before the new leader took the Lease (%s after the partition began); new leader %d (%d refused)",
+			old.ok, old.refused, partitioned.Sub(old.last).Round(time.Millisecond), stoppedLeading.Sub(partitioned).Round(100*time.Millisecond),
+			next.first.Sub(stoppedLeading).Round(100*time.Millisecond), next.first.Sub(partitioned).Round(100*time.Millisecond), next.ok, next.refused)
 	}
 
 	// The landscape is as it was: the new leader's reconciles changed nothing that runs it.
@@ -242,4 +271,26 @@ func auditWrites(t *testing.T, n *node.Cluster, since time.Time, user string, cl
 func tailLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// renewFailed finds in an operator's log when client-go's leader election gave up renewing the Lease, after which
+// it no longer leads: the time of its "Failed to renew lease" line, in klog's header (month, day, time of day in
+// UTC, the pod's time zone), after the time given.
+func renewFailed(t *testing.T, logs string, after time.Time) time.Time {
+	t.Helper()
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, `"Failed to renew lease"`) || len(line) < len("I0102 15:04:05.000000") {
+			continue
+		}
+		at, err := time.Parse("0102 15:04:05.000000", line[1:len("I0102 15:04:05.000000")])
+		if err != nil {
+			t.Fatalf("the time of %q: %v", line, err)
+		}
+		at = at.AddDate(after.UTC().Year(), 0, 0)
+		if at.After(after) {
+			return at
+		}
+	}
+	t.Fatalf("the partitioned leader's log has no \"Failed to renew lease\" after %s; its last lines:\n%s", after.UTC().Format(time.RFC3339), tailLines(logs, 20))
+	return time.Time{}
 }

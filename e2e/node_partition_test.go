@@ -56,6 +56,10 @@ func TestNodePartition(t *testing.T) {
 	transitions := ptr.Deref(lease.Spec.LeaseTransitions, 0)
 	deployed, pods, writes := deployedSpecs(t, ns), podFingerprints(t, ns, nil), written(t, ns)
 	leaderRestarts := restarts(leader)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vd), vd); err != nil {
+		t.Fatal(err)
+	}
+	readySince := conditions.Get(vd, meta.ReadyCondition).LastTransitionTime
 
 	heal, err := realNode.Partition(leader.Status.PodIP)
 	if err != nil {
@@ -183,6 +187,13 @@ func TestNodePartition(t *testing.T) {
 	assertDeployedUnchanged(t, "after the partition", deployed, deployedSpecs(t, ns))
 	assertPodsUnchanged(t, "pods of "+ns, pods, podFingerprints(t, ns, nil))
 	assertWorkloadsReady(t, ns, 3)
+	// Nothing shows on the VectorDeployment: Ready all along.
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vd), vd); err != nil {
+		t.Fatal(err)
+	}
+	if ready := conditions.Get(vd, meta.ReadyCondition); ready == nil || ready.Status != "True" || !ready.LastTransitionTime.Equal(&readySince) {
+		t.Errorf("VectorDeployment %s: Ready %+v, want True since %s, before the partition", vd.Name, ready, readySince)
+	}
 	t.Logf("after the partition: %d objects, the same; %d of them written (the VectorDeployment's request and status)", len(writes), countChanged(writes, written(t, ns)))
 }
 

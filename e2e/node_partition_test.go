@@ -22,12 +22,14 @@ import (
 // TestNodePartition cuts the leading replica of the operator (a Deployment of two, with leader election) off the
 // API server for longer than the Lease's duration, with a Ready landscape of real workloads running:
 //   - the other replica takes the Lease and reconciles (a reconcile request made during the partition is handled);
-//   - there are never two writers: the old leader's last write reaches the API server before the new leader's
-//     first, the Lease's acquisition (see the audit check below for how writes are attributed to pods);
-//   - the partitioned replica gives up its leadership by ending its process: the kubelet restarts its container,
-//     and once the partition heals it is Ready again as the standby, the Lease staying where it is;
+//   - there are never two writers: the old leader gave up the Lease (its log) before the other replica took it,
+//     and its last write reached the API server before the new leader's first, the Lease's taking (see the audit
+//     check below for how writes are attributed to pods);
+//   - the partitioned replica gives up its leadership by ending its process (leader election lost): the kubelet
+//     restarts its container once, and once the partition heals it is Ready again as the standby, the Lease
+//     staying where it is; from outside, an event on the Lease and the replicas' leader election gauge say so;
 //   - the landscape is the one before: the same ArtifactDeployments and Flux objects (names, UIDs, generations,
-//     labels, annotations, owners), none more, its pods the same pods, Ready.
+//     labels, annotations, owners), none more, its pods the same pods, the VectorDeployment Ready all along.
 func TestNodePartition(t *testing.T) {
 	requireNode(t)
 	realNode, ok := realCluster.(*node.Cluster)

@@ -183,7 +183,8 @@ func TestNodePartition(t *testing.T) {
 		// write) before the Lease could be taken, by its own clock, which is the API server's.
 		t.Errorf("the old leader stopped leading at %s, not before the new leader took the Lease at %s", stoppedLeading.Format(time.RFC3339Nano), next.first.Format(time.RFC3339Nano))
 	default:
-		t.Logf("writes: old leader %d (%d refused), the last %s before the partition; it stopped leading %s after the partition began, %s before the new leader took the Lease (%s after the partition began); new leader %d (%d refused)",
+		t.Logf("writes: old leader %d (%d refused), the last %s before the partition; it stopped leading %s after the partition began, "+
+			"%s before the new leader took the Lease (%s after the partition began); new leader %d (%d refused)",
 			old.ok, old.refused, partitioned.Sub(old.last).Round(time.Millisecond), stoppedLeading.Sub(partitioned).Round(100*time.Millisecond),
 			next.first.Sub(stoppedLeading).Round(100*time.Millisecond), next.first.Sub(partitioned).Round(100*time.Millisecond), next.ok, next.refused)
 	}

@@ -65,15 +65,25 @@ func (a API) RunClient(t testing.TB, namespace, url string) string {
 		}
 		return nil
 	})
-	cs, err := kubernetes.NewForConfig(a.Config)
+	out, err := a.PodLogs(ctx, namespace, pod.Name, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := cs.CoreV1().Pods(namespace).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	return out
+}
+
+// PodLogs returns what the pod's container printed, or with previous what its container printed before it last
+// ended and the kubelet started it again.
+func (a API) PodLogs(ctx context.Context, namespace, pod string, previous bool) (string, error) {
+	cs, err := kubernetes.NewForConfig(a.Config)
 	if err != nil {
-		t.Fatalf("logs of pod %s: %v", pod.Name, err)
+		return "", err
 	}
-	return string(out)
+	out, err := cs.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Previous: previous}).DoRaw(ctx)
+	if err != nil {
+		return "", fmt.Errorf("logs of pod %s/%s (previous: %t): %w", namespace, pod, previous, err)
+	}
+	return string(out), nil
 }
 
 // WaitAvailable waits until the Deployment's pods of its current template are all updated and ready; the error

@@ -129,6 +129,8 @@ conntrack:
   tcpCloseWaitTimeout: 0s
 `,
 	"etc/resolv.conf": "nameserver 127.0.0.1\n",
+	// What the API server records in its audit log (AuditEvents).
+	"etc/audit-policy.yaml": auditPolicy,
 }
 
 // SetPodNameserver makes the pods created from now on look names up at ip, an address of an interface the test

@@ -255,7 +255,7 @@ func TestNodeRestarts(t *testing.T) {
 						t.Errorf("pods of %s: %v", pns, err)
 					}
 				}
-				t.Logf("%s: after %s of observation, %d objects unchanged, %d of them written", phase.name, window, len(writes), rewritten)
+				t.Logf("%s: after %s of observation, %d objects unchanged, %d of them written:%s", phase.name, window, len(writes), rewritten, diff(writes, after))
 				return
 			}
 			assertPodsUnchanged(t, "pods of "+ns, pods[ns], podFingerprints(t, ns, nil))

@@ -41,27 +41,7 @@ func TestNodeOperatorAsADeployment(t *testing.T) {
 	reg := newRegistry(t)
 	startFluxdeployer(t, map[string]string{"timeout": "30s", "wait": "true"})
 	ns := operatorNamespace()
-	operator := &appsv1.Deployment{}
-	key := client.ObjectKey{Namespace: ns, Name: "fluxdeployer"}
-	if err := env.Client.Get(ctx, key, operator); err != nil {
-		t.Fatal(err)
-	}
-	installed := operator.DeepCopy()
-	t.Cleanup(func() {
-		// The other tests share the installed operator: back to one replica of the installed image.
-		restore := &appsv1.Deployment{}
-		if err := env.Client.Get(ctx, key, restore); err != nil {
-			t.Fatal(err)
-		}
-		patch := client.MergeFrom(restore.DeepCopy())
-		restore.Spec.Replicas, restore.Spec.Template.Spec.Containers = installed.Spec.Replicas, installed.Spec.Template.Spec.Containers
-		if err := env.Client.Patch(ctx, restore, patch); err != nil {
-			t.Fatal(err)
-		}
-		if err := realCluster.WaitAvailable(ctx, 2*time.Minute, ns, key.Name); err != nil {
-			t.Error(err)
-		}
-	})
+	operator := installedOperator(t)
 	begin := time.Now()
 	updateOperator(t, operator, func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(2)) })
 	t.Logf("scaled to 2 replicas, both Available in %s", time.Since(begin).Round(100*time.Millisecond))
@@ -125,6 +105,34 @@ func TestNodeOperatorAsADeployment(t *testing.T) {
 		t.Errorf("ArtifactDeployments after the rollout %v, before %v", got, ads)
 	}
 	t.Logf("after the rollout and %s of observation: %d objects unchanged", window, len(after))
+}
+
+// installedOperator returns the installed operator's Deployment and, when the test ends, restores its replicas
+// and containers as they are now and waits until it is Available: the other tests share it.
+func installedOperator(t *testing.T) *appsv1.Deployment {
+	t.Helper()
+	ctx := context.Background()
+	operator := &appsv1.Deployment{}
+	key := client.ObjectKey{Namespace: operatorNamespace(), Name: "fluxdeployer"}
+	if err := env.Client.Get(ctx, key, operator); err != nil {
+		t.Fatal(err)
+	}
+	installed := operator.DeepCopy()
+	t.Cleanup(func() {
+		restore := &appsv1.Deployment{}
+		if err := env.Client.Get(ctx, key, restore); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(restore.DeepCopy())
+		restore.Spec.Replicas, restore.Spec.Template.Spec.Containers = installed.Spec.Replicas, installed.Spec.Template.Spec.Containers
+		if err := env.Client.Patch(ctx, restore, patch); err != nil {
+			t.Fatal(err)
+		}
+		if err := realCluster.WaitAvailable(ctx, 2*time.Minute, key.Namespace, key.Name); err != nil {
+			t.Error(err)
+		}
+	})
+	return operator
 }
 
 // updateOperator changes the operator's Deployment and waits until all its replicas of the new template are

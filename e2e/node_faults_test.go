@@ -254,6 +254,7 @@ func TestNodeRestarts(t *testing.T) {
 					if err := restartedOnce(restarts[pns], restartsOf(t, pns)); err != nil {
 						t.Errorf("pods of %s: %v", pns, err)
 					}
+					t.Logf("pods of %s, as kubectl describe shows them: %v", pns, lastStates(t, pns))
 				}
 				t.Logf("%s: after %s of observation, %d objects unchanged, %d of them written:%s", phase.name, window, len(writes), rewritten, diff(writes, after))
 				return
@@ -366,4 +367,25 @@ func restartedOnce(before, after map[string]podRestarts) error {
 		}
 	}
 	return nil
+}
+
+// lastStates counts the namespace's containers by the last state the kubelet reports: how their previous run
+// ended.
+func lastStates(t *testing.T, namespace string) map[string]int {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := env.Client.List(context.Background(), pods, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]int{}
+	for _, p := range pods.Items {
+		for _, c := range p.Status.ContainerStatuses {
+			if last := c.LastTerminationState.Terminated; last != nil {
+				states[fmt.Sprintf("terminated %s (exit code %d)", last.Reason, last.ExitCode)]++
+			} else {
+				states["no last state"]++
+			}
+		}
+	}
+	return states
 }

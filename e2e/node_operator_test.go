@@ -107,8 +107,8 @@ func TestNodeOperatorAsADeployment(t *testing.T) {
 	t.Logf("after the rollout and %s of observation: %d objects unchanged", window, len(after))
 }
 
-// installedOperator returns the installed operator's Deployment and, when the test ends, restores its replicas
-// and containers as they are now and waits until it is Available: the other tests share it.
+// installedOperator returns the installed operator's Deployment and, when the test ends, restores its replicas,
+// strategy and containers as they are now and waits until it is Available: the other tests share it.
 func installedOperator(t *testing.T) *appsv1.Deployment {
 	t.Helper()
 	ctx := context.Background()
@@ -125,6 +125,7 @@ func installedOperator(t *testing.T) *appsv1.Deployment {
 		}
 		patch := client.MergeFrom(restore.DeepCopy())
 		restore.Spec.Replicas, restore.Spec.Template.Spec.Containers = installed.Spec.Replicas, installed.Spec.Template.Spec.Containers
+		restore.Spec.Strategy = installed.Spec.Strategy
 		if err := env.Client.Patch(ctx, restore, patch); err != nil {
 			t.Fatal(err)
 		}

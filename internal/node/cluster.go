@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -431,3 +432,30 @@ func (c *Cluster) ImportArchive(ctx context.Context, archive string) error {
 
 // APIServerAddr is where the API server listens, as seen from the host.
 func APIServerAddr() string { return net.JoinHostPort(NodeIP, apiPort) }
+
+// ContainerSpecEnv returns the environment containerd holds in its record of the container (containerd://ID, as a
+// pod's container status names it), which the kubelet resolved from the pod's spec when it created the container:
+// readable after the container has exited too, when its process is gone.
+func (c *Cluster) ContainerSpecEnv(ctx context.Context, containerID string) (map[string]string, error) {
+	id := strings.TrimPrefix(containerID, "containerd://")
+	out, err := exec.CommandContext(ctx, filepath.Join(c.nodeAssets, "ctr"), "--address", c.path("run/containerd.sock"),
+		"-n", "k8s.io", "containers", "info", "--spec", id).Output()
+	if err != nil {
+		return nil, fmt.Errorf("containerd's record of container %s: %w", id, err)
+	}
+	var spec struct {
+		Process struct {
+			Env []string `json:"env"`
+		} `json:"process"`
+	}
+	if err := json.Unmarshal(out, &spec); err != nil {
+		return nil, fmt.Errorf("the OCI spec of container %s: %w\n%s", id, err, out)
+	}
+	env := map[string]string{}
+	for _, kv := range spec.Process.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return env, nil
+}

@@ -21,9 +21,12 @@ import (
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
-// oomLimit is a memory limit below what the operator needs to start: `fluxdeployer version` alone peaks at 7.3 MiB
-// of its cgroup (docs/performance.md, "Faults on the real node"), while runc's init, which runs in the container's
-// cgroup before it, needs 3.6 MiB, so the container is created and the operator is killed as it starts.
+// oomLimit is a memory limit below what the operator needs to start, so that it is killed every time, whatever its
+// landscape: above that, GOMEMLIMIT makes the Go runtime collect harder near the limit, and whether the operator is
+// killed depends on its live heap. Measured in a memory cgroup of this machine with that limit and GOMEMLIMIT:
+// `fluxdeployer version` alone (the program's initialisation) peaks at 7.3 MiB and is killed at 6 MiB, while runc,
+// which runs in the container's cgroup before the program, needs 3.6 MiB: the container is created, and the
+// operator killed as it starts.
 const oomLimit = "6Mi"
 
 // TestNodeOperatorOutOfMemory lowers the installed operator's memory limit below what it needs while a landscape

@@ -61,7 +61,7 @@ func (c *Cluster) StartPrograms(ctx context.Context, names ...string) error {
 		if err := c.startDaemon(d.name, d.bin, d.args...); err != nil {
 			return err
 		}
-		if d.name == "containerd" {
+		if d.name == containerd {
 			if err := c.waitContainerd(ctx); err != nil {
 				return err
 			}
@@ -125,7 +125,7 @@ func (c *Cluster) CompactEtcd(ctx context.Context) (int64, error) {
 // mounts in the node's mount namespace stay for containerd to clean up, as after a crash).
 func (c *Cluster) Reboot(ctx context.Context) error {
 	// Stop's order; a program the harness runs beyond these stops last.
-	order := []string{kubelet, kubeProxy, "kube-scheduler", "kube-controller-manager", "containerd", kubeAPIServer, "etcd"}
+	order := []string{kubelet, kubeProxy, kubeScheduler, kubeControllerManager, containerd, kubeAPIServer, etcd}
 	for _, d := range c.daemons {
 		if !slices.Contains(order, d.name) {
 			order = append(order, d.name)
@@ -142,7 +142,7 @@ func (c *Cluster) Reboot(ctx context.Context) error {
 	since := time.Now()
 	// Start's order: containerd before the kubelet, which exits without its socket; the controllers once the API
 	// server is ready, as they exit when RBAC is not bootstrapped, with any other program of the harness.
-	if err := c.StartPrograms(ctx, "containerd", "etcd", kubeAPIServer, kubeProxy, kubelet); err != nil {
+	if err := c.StartPrograms(ctx, containerd, etcd, kubeAPIServer, kubeProxy, kubelet); err != nil {
 		return err
 	}
 	cs, err := kubernetes.NewForConfig(c.Config)

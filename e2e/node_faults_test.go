@@ -134,14 +134,19 @@ func assertDeployedUnchanged(t *testing.T, when string, before, after map[string
 // real workloads (two VectorDeployments of one vector, sharing its Helm and Kustomize ArtifactDeployments):
 //   - the kubelet and containerd restarted, with the workloads', Flux's and the operator's pods running;
 //   - etcd and kube-apiserver restarted, etcd's history compacted while the API server is down, so that every
-//     watch of the operator resumes from a resource version that is gone and must list again.
+//     watch of the operator resumes from a resource version that is gone and must list again;
+//   - the node rebooted: every program of the node stopped, every container and shim killed, everything started
+//     again (node.Cluster.Reboot).
 //
 // After each, once the landscape is Ready again, the same objects run it with the same specs (names, UIDs,
 // generations, labels, annotations, owners) and every pod of the landscape is the same pod with the same
 // containers. Through a runtime restart Flux's and the operator's pods keep running too, and over an observation
 // window the operator writes nothing. Through a control-plane restart a controller whose Lease could not be renewed
 // for its renew deadline (30 s) restarts, as it must, and then reconciles afresh: the operator resumes from a relist
-// and rewrites none but what changed, fewer than all of its objects.
+// and rewrites none but what changed, fewer than all of its objects. Through a reboot no container survives: the
+// kubelet keeps every pod, with its UID, and starts each of its containers again exactly once (restartCount one
+// more); the test waits for that before it looks at Ready, which the API still shows from before the reboot. The
+// operator, restarted with the rest, rewrites fewer than all of its objects.
 func TestNodeRestarts(t *testing.T) {
 	requireNode(t)
 	realNode, ok := realCluster.(*node.Cluster)
@@ -168,6 +173,8 @@ func TestNodeRestarts(t *testing.T) {
 		inject func() error
 		// controlPlane: the API server is away for about as long as the controllers' renew deadline.
 		controlPlane bool
+		// reboot: no container survives; the kubelet starts every pod's containers again.
+		reboot bool
 	}{
 		{name: "kubelet and containerd restarted", inject: func() error { return realNode.Restart(ctx, "kubelet", "containerd") }},
 		{name: "API server and etcd restarted, history compacted", controlPlane: true, inject: func() error {
@@ -187,18 +194,33 @@ func TestNodeRestarts(t *testing.T) {
 			}
 			return realNode.WaitReady(ctx, time.Time{})
 		}},
+		{name: "node rebooted", controlPlane: true, reboot: true, inject: func() error { return realNode.Reboot(ctx) }},
 	} {
 		t.Run(phase.name, func(t *testing.T) {
 			deployed, writes := deployedSpecs(t, ns), written(t, ns)
-			pods := map[string]map[string]string{}
+			pods, restarts := map[string]map[string]string{}, map[string]map[string]podRestarts{}
 			for _, pns := range podNamespaces {
-				pods[pns] = podFingerprints(t, pns, nil)
+				pods[pns], restarts[pns] = podFingerprints(t, pns, nil), restartsOf(t, pns)
 			}
 			begin := time.Now()
 			if err := phase.inject(); err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("injected and the node Ready again after %s", time.Since(begin).Round(100*time.Millisecond))
+			if phase.reboot {
+				// Until the kubelet has started them again, the API still shows the pods ready, the Deployments
+				// available and the VectorDeployments Ready as they were before the reboot: what follows must wait
+				// for every pod's containers to have started anew.
+				testenv.Eventually(t, 4*time.Minute, func() error {
+					for _, pns := range podNamespaces {
+						if err := restartedAndReady(ctx, pns, restarts[pns]); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				t.Logf("every pod's containers started again and ready %s after the fault began", time.Since(begin).Round(100*time.Millisecond))
+			}
 			testenv.Eventually(t, 3*time.Minute, func() error {
 				for _, vd := range vds {
 					if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vd), vd); err != nil {
@@ -225,6 +247,18 @@ func TestNodeRestarts(t *testing.T) {
 				t.Errorf("the operator rewrote all its %d objects (object: before → after):%s", rewritten, diff(writes, after))
 			}
 			assertDeployedUnchanged(t, phase.name, deployed, deployedSpecs(t, ns))
+			if phase.reboot {
+				// The pods are the same pods, their containers created again once each: nothing was rescheduled
+				// and nothing restarted twice. The workloads' ran on throughout the observation window.
+				for _, pns := range podNamespaces {
+					if err := restartedOnce(restarts[pns], restartsOf(t, pns)); err != nil {
+						t.Errorf("pods of %s: %v", pns, err)
+					}
+					t.Logf("pods of %s, as kubectl describe shows them: %v", pns, lastStates(t, pns))
+				}
+				t.Logf("%s: after %s of observation, %d objects unchanged, %d of them written:%s", phase.name, window, len(writes), rewritten, diff(writes, after))
+				return
+			}
 			assertPodsUnchanged(t, "pods of "+ns, pods[ns], podFingerprints(t, ns, nil))
 			for _, pns := range podNamespaces[1:] {
 				if phase.controlPlane {
@@ -249,4 +283,109 @@ func countChanged(before, after map[string]string) int {
 		}
 	}
 	return n
+}
+
+// podRestarts is a pod's UID and its containers' restart counts, by container name.
+type podRestarts struct {
+	uid      string
+	restarts map[string]int32
+}
+
+// restartsOf lists the namespace's pods by name.
+func restartsOf(t *testing.T, namespace string) map[string]podRestarts {
+	t.Helper()
+	pods, err := listPods(context.Background(), namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pods
+}
+
+func listPods(ctx context.Context, namespace string) (map[string]podRestarts, error) {
+	list := &corev1.PodList{}
+	if err := env.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	pods := map[string]podRestarts{}
+	for _, p := range list.Items {
+		r := podRestarts{uid: string(p.UID), restarts: map[string]int32{}}
+		for _, c := range p.Status.ContainerStatuses {
+			r.restarts[c.Name] = c.RestartCount
+		}
+		pods[p.Name] = r
+	}
+	return pods, nil
+}
+
+// restartedAndReady says how the namespace's pods fall short of: every pod of before there with its UID, each of its
+// containers restarted since, and all of them ready; nil once they are.
+func restartedAndReady(ctx context.Context, namespace string, before map[string]podRestarts) error {
+	now, err := listPods(ctx, namespace)
+	if err != nil {
+		return err
+	}
+	for name, b := range before {
+		n, ok := now[name]
+		if !ok || n.uid != b.uid {
+			return fmt.Errorf("pod %s/%s (UID %s) gone: %s", namespace, name, b.uid, realCluster.PodStates(ctx, namespace, nil))
+		}
+		for c, r := range b.restarts {
+			if n.restarts[c] <= r {
+				return fmt.Errorf("container %s of pod %s/%s not restarted yet (%d restarts): %s", c, namespace, name, r, realCluster.PodStates(ctx, namespace, nil))
+			}
+		}
+	}
+	pod := &corev1.Pod{}
+	for name := range before {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod); err != nil {
+			return err
+		}
+		for _, s := range pod.Status.ContainerStatuses {
+			if !s.Ready {
+				return fmt.Errorf("container %s of pod %s/%s not ready: %s", s.Name, namespace, name, realCluster.PodStates(ctx, namespace, nil))
+			}
+		}
+	}
+	return nil
+}
+
+// restartedOnce checks that after holds exactly the pods of before, by name and UID, each container restarted
+// exactly once.
+func restartedOnce(before, after map[string]podRestarts) error {
+	if !slices.Equal(slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after))) {
+		return fmt.Errorf("pods %v, before %v", slices.Sorted(maps.Keys(after)), slices.Sorted(maps.Keys(before)))
+	}
+	for name, b := range before {
+		a := after[name]
+		if a.uid != b.uid {
+			return fmt.Errorf("pod %s replaced: UID %s, before %s", name, a.uid, b.uid)
+		}
+		for c, r := range b.restarts {
+			if a.restarts[c] != r+1 {
+				return fmt.Errorf("container %s of pod %s: %d restarts, before %d, want one more", c, name, a.restarts[c], r)
+			}
+		}
+	}
+	return nil
+}
+
+// lastStates counts the namespace's containers by the last state the kubelet reports: how their previous run
+// ended.
+func lastStates(t *testing.T, namespace string) map[string]int {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := env.Client.List(context.Background(), pods, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]int{}
+	for _, p := range pods.Items {
+		for _, c := range p.Status.ContainerStatuses {
+			if last := c.LastTerminationState.Terminated; last != nil {
+				states[fmt.Sprintf("terminated %s (exit code %d)", last.Reason, last.ExitCode)]++
+			} else {
+				states["no last state"]++
+			}
+		}
+	}
+	return states
 }

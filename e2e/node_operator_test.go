@@ -104,9 +104,9 @@ func TestNodeOperatorAsADeployment(t *testing.T) {
 	t.Logf("after the rollout and %s of observation: %d objects unchanged", window, len(after))
 }
 
-// twoOperatorReplicas scales the installed operator's Deployment to two replicas and waits until both are
-// Available; when the test ends it is back to the installed replicas and image, which the other tests share.
-func twoOperatorReplicas(t *testing.T) *appsv1.Deployment {
+// installedOperator returns the installed operator's Deployment and, when the test ends, restores its replicas,
+// strategy and containers as they are now and waits until it is Available: the other tests share it.
+func installedOperator(t *testing.T) *appsv1.Deployment {
 	t.Helper()
 	ctx := context.Background()
 	operator := &appsv1.Deployment{}
@@ -122,6 +122,7 @@ func twoOperatorReplicas(t *testing.T) *appsv1.Deployment {
 		}
 		patch := client.MergeFrom(restore.DeepCopy())
 		restore.Spec.Replicas, restore.Spec.Template.Spec.Containers = installed.Spec.Replicas, installed.Spec.Template.Spec.Containers
+		restore.Spec.Strategy = installed.Spec.Strategy
 		if err := env.Client.Patch(ctx, restore, patch); err != nil {
 			t.Fatal(err)
 		}
@@ -129,6 +130,14 @@ func twoOperatorReplicas(t *testing.T) *appsv1.Deployment {
 			t.Error(err)
 		}
 	})
+	return operator
+}
+
+// twoOperatorReplicas scales the installed operator's Deployment to two replicas and waits until both are
+// Available; when the test ends it is back as installed (see installedOperator).
+func twoOperatorReplicas(t *testing.T) *appsv1.Deployment {
+	t.Helper()
+	operator := installedOperator(t)
 	begin := time.Now()
 	updateOperator(t, operator, func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(2)) })
 	t.Logf("scaled to 2 replicas, both Available in %s", time.Since(begin).Round(100*time.Millisecond))

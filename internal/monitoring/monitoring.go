@@ -25,6 +25,9 @@ var NotServed = map[string]string{
 	// Per-object conditions of both kinds, as Flux's monitoring example gets them for Flux's kinds: the operator
 	// keeps no condition series per ArtifactDeployment (docs/performance.md, memory).
 	"gotk_resource_info": "kube-state-metrics' custom-resource-state metric, from config/monitoring/kube-state-metrics",
+	// The operator's own container, as the kubelet reports it: a process cannot count the times it was killed.
+	"kube_pod_container_status_last_terminated_reason": "kube-state-metrics' pod metric",
+	"kube_pod_container_status_restarts_total":         "kube-state-metrics' pod metric",
 }
 
 // RuleGroups returns the spec of the PrometheusRule, which is a Prometheus rule file: its groups.

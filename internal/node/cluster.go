@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,9 +27,13 @@ import (
 
 // The node's programs that more than one step names.
 const (
-	kubelet       = "kubelet"
-	kubeProxy     = "kube-proxy"
-	kubeAPIServer = "kube-apiserver"
+	kubelet               = "kubelet"
+	kubeProxy             = "kube-proxy"
+	kubeAPIServer         = "kube-apiserver"
+	kubeControllerManager = "kube-controller-manager"
+	kubeScheduler         = "kube-scheduler"
+	containerd            = "containerd"
+	etcd                  = "etcd"
 )
 
 // Cluster is a single-node Kubernetes cluster on this machine: etcd, kube-apiserver, kube-controller-manager,
@@ -124,7 +129,7 @@ func (c *Cluster) start(ctx context.Context, begin time.Time, images []Image) er
 	}
 	step("network and mount namespaces")
 
-	if err := c.startDaemon("containerd", filepath.Join(c.nodeAssets, "containerd"), "--config", c.path("etc/containerd.toml")); err != nil {
+	if err := c.startDaemon(containerd, filepath.Join(c.nodeAssets, containerd), "--config", c.path("etc/containerd.toml")); err != nil {
 		return err
 	}
 	if err := c.waitContainerd(ctx); err != nil {
@@ -168,7 +173,7 @@ func (c *Cluster) start(ctx context.Context, begin time.Time, images []Image) er
 	if err := c.waitFor(ctx, time.Minute, "the default ServiceAccount", func() error {
 		_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		return err
-	}, "kube-controller-manager"); err != nil {
+	}, kubeControllerManager); err != nil {
 		return err
 	}
 	step("default ServiceAccount")
@@ -185,7 +190,7 @@ func (c *Cluster) waitContainerd(ctx context.Context) error {
 			return err
 		}
 		return conn.Close()
-	}, "containerd")
+	}, containerd)
 }
 
 // waitAPIServerReady waits until kube-apiserver's /readyz answers OK.
@@ -196,7 +201,7 @@ func (c *Cluster) waitAPIServerReady(ctx context.Context, cs kubernetes.Interfac
 			return fmt.Errorf("%w: %s", err, body)
 		}
 		return nil
-	}, "etcd", kubeAPIServer)
+	}, etcd, kubeAPIServer)
 }
 
 // waitNodeReady waits until the Node is Ready, by a status the kubelet posted after since (any, when zero).
@@ -218,7 +223,7 @@ func (c *Cluster) waitNodeReady(ctx context.Context, cs kubernetes.Interface, si
 			}
 		}
 		return fmt.Errorf("node %s has no Ready condition yet", nodeName)
-	}, kubelet, "containerd")
+	}, kubelet, containerd)
 }
 
 // startControlPlane starts etcd and kube-apiserver, and kube-proxy and the kubelet, which retry until the API
@@ -231,7 +236,7 @@ func (c *Cluster) startControlPlane() error {
 		name, bin string
 		args      []string
 	}{
-		{"etcd", filepath.Join(c.kubeAssets, "etcd"), []string{"--name=node", "--data-dir=" + c.path("etcd"),
+		{etcd, filepath.Join(c.kubeAssets, etcd), []string{"--name=node", "--data-dir=" + c.path(etcd),
 			"--listen-client-urls=http://127.0.0.1:2379", "--advertise-client-urls=http://127.0.0.1:2379",
 			"--listen-peer-urls=http://127.0.0.1:2380", "--initial-advertise-peer-urls=http://127.0.0.1:2380",
 			"--initial-cluster=node=http://127.0.0.1:2380", "--listen-metrics-urls=", "--unsafe-no-fsync"}},
@@ -268,7 +273,7 @@ func (c *Cluster) startControllers(caPEM []byte) error {
 		return err
 	}
 	kcm := c.path("etc/kube-controller-manager.kubeconfig")
-	if err := c.startDaemon("kube-controller-manager", filepath.Join(c.kubeAssets, "kube-controller-manager"),
+	if err := c.startDaemon(kubeControllerManager, filepath.Join(c.kubeAssets, kubeControllerManager),
 		"--kubeconfig="+kcm, "--authentication-kubeconfig="+kcm, "--authorization-kubeconfig="+kcm,
 		"--bind-address=127.0.0.1", "--leader-elect=false", "--use-service-account-credentials=true",
 		"--service-account-private-key-file="+c.path("pki/sa.key"), "--root-ca-file="+c.path("pki/root-ca.crt"),
@@ -277,7 +282,7 @@ func (c *Cluster) startControllers(caPEM []byte) error {
 		return err
 	}
 	sched := c.path("etc/kube-scheduler.kubeconfig")
-	return c.startDaemon("kube-scheduler", filepath.Join(c.nodeAssets, "kube-scheduler"),
+	return c.startDaemon(kubeScheduler, filepath.Join(c.nodeAssets, kubeScheduler),
 		"--kubeconfig="+sched, "--authentication-kubeconfig="+sched, "--authorization-kubeconfig="+sched,
 		"--bind-address=127.0.0.1", "--leader-elect=false")
 }
@@ -327,13 +332,13 @@ func (c *Cluster) Stop() error {
 	if c.progress != nil && c.daemon(kubelet) != nil {
 		_, _ = fmt.Fprintln(c.progress, "node: "+peakMemory())
 	}
-	for _, name := range []string{kubelet, kubeProxy, "kube-scheduler", "kube-controller-manager"} {
+	for _, name := range []string{kubelet, kubeProxy, kubeScheduler, kubeControllerManager} {
 		if d := c.daemon(name); d != nil {
 			d.stop(10 * time.Second)
 		}
 	}
 	errs := []error{killContainers()}
-	for _, name := range []string{"containerd", kubeAPIServer, "etcd"} {
+	for _, name := range []string{containerd, kubeAPIServer, etcd} {
 		if d := c.daemon(name); d != nil {
 			d.stop(20 * time.Second)
 		}
@@ -432,3 +437,30 @@ func (c *Cluster) ImportArchive(ctx context.Context, archive string) error {
 
 // APIServerAddr is where the API server listens, as seen from the host.
 func APIServerAddr() string { return net.JoinHostPort(NodeIP, apiPort) }
+
+// ContainerSpecEnv returns the environment containerd holds in its record of the container (containerd://ID, as a
+// pod's container status names it), which the kubelet resolved from the pod's spec when it created the container:
+// readable after the container has exited too, when its process is gone.
+func (c *Cluster) ContainerSpecEnv(ctx context.Context, containerID string) (map[string]string, error) {
+	id := strings.TrimPrefix(containerID, "containerd://")
+	out, err := exec.CommandContext(ctx, filepath.Join(c.nodeAssets, "ctr"), "--address", c.path("run/containerd.sock"),
+		"-n", "k8s.io", "containers", "info", "--spec", id).Output()
+	if err != nil {
+		return nil, fmt.Errorf("containerd's record of container %s: %w", id, err)
+	}
+	var spec struct {
+		Process struct {
+			Env []string `json:"env"`
+		} `json:"process"`
+	}
+	if err := json.Unmarshal(out, &spec); err != nil {
+		return nil, fmt.Errorf("the OCI spec of container %s: %w\n%s", id, err, out)
+	}
+	env := map[string]string{}
+	for _, kv := range spec.Process.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return env, nil
+}

@@ -50,8 +50,8 @@ func TestInstalledAsUsersInstall(t *testing.T) {
 		t.Errorf("the operator's root filesystem is mounted %q, want read-only", opts)
 	}
 	// config/manager's limit is 512Mi.
-	if env := procFile(t, pid, "environ"); !strings.Contains(env, "\x00GOMEMLIMIT=536870912\x00") && !strings.HasPrefix(env, "GOMEMLIMIT=536870912\x00") {
-		t.Errorf("the operator's environment lacks GOMEMLIMIT=536870912 (its memory limit): %q", env)
+	if env, err := ContainerEnv(&pods.Items[0], "manager"); err != nil || env["GOMEMLIMIT"] != "536870912" {
+		t.Errorf("the operator's GOMEMLIMIT is %q, want 536870912 (its memory limit): %v %v", env["GOMEMLIMIT"], env, err)
 	}
 
 	svc := &corev1.Service{}

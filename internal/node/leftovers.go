@@ -204,3 +204,23 @@ func ContainerPID(pod *corev1.Pod, container string) (int, error) {
 	}
 	return 0, fmt.Errorf("pod %s has no container %s in its status", pod.Name, container)
 }
+
+// ContainerEnv returns the environment of a running container of the pod, as its process sees it: what the
+// kubelet resolved from the pod's spec (a resourceFieldRef's value, for one) when it started the container.
+func ContainerEnv(pod *corev1.Pod, container string) (map[string]string, error) {
+	pid, err := ContainerPID(pod, container)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{}
+	for kv := range strings.SplitSeq(string(b), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return env, nil
+}

@@ -34,8 +34,8 @@ var identities = []identity{
 	{"admin", "admin", []string{"system:masters"}},
 	{kubelet, "system:node:" + nodeName, []string{"system:nodes"}},
 	{kubeProxy, "system:kube-proxy", nil},
-	{"kube-controller-manager", "system:kube-controller-manager", nil},
-	{"kube-scheduler", "system:kube-scheduler", nil},
+	{kubeControllerManager, "system:kube-controller-manager", nil},
+	{kubeScheduler, "system:kube-scheduler", nil},
 }
 
 // pki writes into dir/pki a CA, the API server's serving certificate (valid for NodeIP, the kubernetes Service's

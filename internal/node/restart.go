@@ -61,7 +61,7 @@ func (c *Cluster) StartPrograms(ctx context.Context, names ...string) error {
 		if err := c.startDaemon(d.name, d.bin, d.args...); err != nil {
 			return err
 		}
-		if d.name == "containerd" {
+		if d.name == containerd {
 			if err := c.waitContainerd(ctx); err != nil {
 				return err
 			}
@@ -113,4 +113,51 @@ func (c *Cluster) CompactEtcd(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("compacting etcd to revision %d: %w", resp.Header.Revision, err)
 	}
 	return resp.Header.Revision, nil
+}
+
+// Reboot models a reboot of the node's machine: every program of the node stops (the kubelet first, so that it
+// restarts no container, the control plane last), every container, sandbox and containerd shim is killed, as a
+// reboot leaves no process behind, and the programs start again in the order Start starts them; it returns once the
+// API server is ready and a new kubelet has reported the Node Ready. What the node keeps on disk survives, as a
+// reboot's disk does: etcd's data, containerd's images and its record of the containers, the kubelet's state. The
+// kubelet then finds every pod's sandbox and containers exited and must create them again. Not modelled: what a
+// reboot's empty /run and fresh mount and network namespaces would clear (containerd's state directory and the
+// mounts in the node's mount namespace stay for containerd to clean up, as after a crash).
+func (c *Cluster) Reboot(ctx context.Context) error {
+	// Stop's order; a program the harness runs beyond these stops last.
+	order := []string{kubelet, kubeProxy, kubeScheduler, kubeControllerManager, containerd, kubeAPIServer, etcd}
+	for _, d := range c.daemons {
+		if !slices.Contains(order, d.name) {
+			order = append(order, d.name)
+		}
+	}
+	if err := c.StopPrograms(order...); err != nil {
+		return err
+	}
+	// The node's programs are gone: what is left in its network namespace and the pods' cgroups are the
+	// containers, their sandboxes and the shims that hold them.
+	if err := killAndWait(append(podProcesses(), netnsProcesses()...)); err != nil {
+		return err
+	}
+	since := time.Now()
+	// Start's order: containerd before the kubelet, which exits without its socket; the controllers once the API
+	// server is ready, as they exit when RBAC is not bootstrapped, with any other program of the harness.
+	if err := c.StartPrograms(ctx, containerd, etcd, kubeAPIServer, kubeProxy, kubelet); err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	if err := c.waitAPIServerReady(ctx, cs); err != nil {
+		return err
+	}
+	var rest []string
+	for _, d := range c.stoppedDaemons {
+		rest = append(rest, d.name)
+	}
+	if err := c.StartPrograms(ctx, rest...); err != nil {
+		return err
+	}
+	return c.waitNodeReady(ctx, cs, since)
 }

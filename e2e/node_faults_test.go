@@ -73,15 +73,7 @@ func TestNodeRegistryOutage(t *testing.T) {
 	reg.SetHanging(false)
 	back := time.Now()
 	requested = requestVectorDeploymentReconcile(t, vd)
-	testenv.Eventually(t, 3*time.Minute, func() error {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vd), vd); err != nil {
-			return err
-		}
-		if vd.Status.LastHandledReconcileAt != requested || !conditions.IsReady(vd) {
-			return fmt.Errorf("request %s handled %q; Ready %+v", requested, vd.Status.LastHandledReconcileAt, conditions.Get(vd, meta.ReadyCondition))
-		}
-		return nil
-	})
+	waitRequestHandled(t, 3*time.Minute, vd, requested)
 	t.Logf("registry answering again: Ready %s after the request", time.Since(back).Round(100*time.Millisecond))
 	assertDeployedUnchanged(t, "after the outage", deployed, deployedSpecs(t, ns))
 	assertPodsUnchanged(t, "pods after the outage", pods, podFingerprints(t, ns, nil))
@@ -97,6 +89,41 @@ func requestVectorDeploymentReconcile(t *testing.T, vd *konfidencev1.VectorDeplo
 		t.Fatal(err)
 	}
 	return requested
+}
+
+// waitRequestHandled waits until vd has handled the reconcile request requested and is Ready.
+func waitRequestHandled(t *testing.T, timeout time.Duration, vd *konfidencev1.VectorDeployment, requested string) {
+	t.Helper()
+	testenv.Eventually(t, timeout, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(vd), vd); err != nil {
+			return err
+		}
+		if vd.Status.LastHandledReconcileAt != requested || !conditions.IsReady(vd) {
+			return fmt.Errorf("request %s handled %q; Ready %+v", requested, vd.Status.LastHandledReconcileAt, conditions.Get(vd, meta.ReadyCondition))
+		}
+		return nil
+	})
+}
+
+// sharedLandscape deploys the landscape of the fault tests: the three workloads of one vector (two charts and a
+// Kustomize bundle), deployed by two VectorDeployments that share their ArtifactDeployments, both Ready. name
+// names the vector and the namespace, which it returns with the VectorDeployments.
+func sharedLandscape(t *testing.T, name string) (string, []*konfidencev1.VectorDeployment) {
+	t.Helper()
+	reg := newRegistry(t)
+	startFluxdeployer(t, map[string]string{"timeout": "30s", "wait": "true"})
+	component := "acme.org/vectors/" + name
+	workloadVector(t, reg, component, "1.0.0", "1.0.0", "")
+	vector := reg.Ref("", component, "1.0.0")
+	ns := newNamespace(t, name)
+	vds := []*konfidencev1.VectorDeployment{createVectorDeployment(t, ns, "shop", vector), createVectorDeployment(t, ns, "shop-copy", vector)}
+	for _, vd := range vds {
+		t.Logf("VectorDeployment %s Ready %s after creation", vd.Name, waitReady(t, 4*time.Minute, vd).Round(100*time.Millisecond))
+	}
+	if ads := artifactDeploymentNames(t, ns); len(ads) != 3 {
+		t.Fatalf("ArtifactDeployments %v, want the 3 artifacts' shared by both VectorDeployments", ads)
+	}
+	return ns, vds
 }
 
 // deployedSpecs fingerprints what runs a namespace's landscape, leaving out status: each ArtifactDeployment and
@@ -154,18 +181,7 @@ func TestNodeRestarts(t *testing.T) {
 		t.Skip("the faults are injected into the programs of this machine's node (make e2e-node); another cluster's are out of reach")
 	}
 	ctx := context.Background()
-	reg := newRegistry(t)
-	startFluxdeployer(t, map[string]string{"timeout": "30s", "wait": "true"})
-	workloadVector(t, reg, "acme.org/vectors/restarts", "1.0.0", "1.0.0", "")
-	vector := reg.Ref("", "acme.org/vectors/restarts", "1.0.0")
-	ns := newNamespace(t, "restarts")
-	vds := []*konfidencev1.VectorDeployment{createVectorDeployment(t, ns, "shop", vector), createVectorDeployment(t, ns, "shop-copy", vector)}
-	for _, vd := range vds {
-		t.Logf("VectorDeployment %s Ready %s after creation", vd.Name, waitReady(t, 4*time.Minute, vd).Round(100*time.Millisecond))
-	}
-	if ads := artifactDeploymentNames(t, ns); len(ads) != 3 {
-		t.Fatalf("ArtifactDeployments %v, want the 3 artifacts' shared by both VectorDeployments", ads)
-	}
+	ns, vds := sharedLandscape(t, "restarts")
 	podNamespaces := []string{ns, node.FluxNamespace, operatorNamespace()}
 
 	for _, phase := range []struct {

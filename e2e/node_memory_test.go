@@ -8,15 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluxcd/pkg/apis/meta"
-	"github.com/fluxcd/pkg/runtime/conditions"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	konfidencev1 "github.com/fluxdeployer/fluxdeployer/api/v1alpha1"
 	"github.com/fluxdeployer/fluxdeployer/internal/node"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
@@ -48,18 +45,7 @@ func TestNodeOperatorOutOfMemory(t *testing.T) {
 		t.Skip("the operator's environment is read from containerd and its process, on this machine's node (make e2e-node)")
 	}
 	ctx := context.Background()
-	reg := newRegistry(t)
-	startFluxdeployer(t, map[string]string{"timeout": "30s", "wait": "true"})
-	workloadVector(t, reg, "acme.org/vectors/memory", "1.0.0", "1.0.0", "")
-	vector := reg.Ref("", "acme.org/vectors/memory", "1.0.0")
-	ns := newNamespace(t, "memory")
-	vds := []*konfidencev1.VectorDeployment{createVectorDeployment(t, ns, "shop", vector), createVectorDeployment(t, ns, "shop-copy", vector)}
-	for _, vd := range vds {
-		t.Logf("VectorDeployment %s Ready %s after creation", vd.Name, waitReady(t, 4*time.Minute, vd).Round(100*time.Millisecond))
-	}
-	if ads := artifactDeploymentNames(t, ns); len(ads) != 3 {
-		t.Fatalf("ArtifactDeployments %v, want the 3 artifacts' shared by both VectorDeployments", ads)
-	}
+	ns, vds := sharedLandscape(t, "memory")
 	operator := installedOperator(t)
 	installed := operator.Spec.Template.Spec.Containers[0].Resources.DeepCopy()
 	running := leaderPod(t, leaseName, "any pod", func(*corev1.Pod) bool { return true })
@@ -109,15 +95,7 @@ func TestNodeOperatorOutOfMemory(t *testing.T) {
 		time.Since(raised).Round(100*time.Millisecond), time.Since(down).Round(100*time.Millisecond))
 	for _, vd := range vds {
 		requested := requestVectorDeploymentReconcile(t, vd)
-		testenv.Eventually(t, 3*time.Minute, func() error {
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vd), vd); err != nil {
-				return err
-			}
-			if vd.Status.LastHandledReconcileAt != requested || !conditions.IsReady(vd) {
-				return fmt.Errorf("request %s handled %q; Ready %+v", requested, vd.Status.LastHandledReconcileAt, conditions.Get(vd, meta.ReadyCondition))
-			}
-			return nil
-		})
+		waitRequestHandled(t, 3*time.Minute, vd, requested)
 	}
 	assertWorkloadsReady(t, ns, 3)
 	t.Logf("every VectorDeployment handled a reconcile request and is Ready %s after the limit was raised back", time.Since(raised).Round(100*time.Millisecond))

@@ -78,15 +78,7 @@ func TestNodePartition(t *testing.T) {
 	leaderPod(t, leaseName, "the standby "+standby.Name, func(p *corev1.Pod) bool { return p.Name == standby.Name })
 	t.Logf("%s holds the Lease %s after the partition began", standby.Name, time.Since(partitioned).Round(100*time.Millisecond))
 	requested := requestVectorDeploymentReconcile(t, vd)
-	testenv.Eventually(t, 2*time.Minute, func() error {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vd), vd); err != nil {
-			return err
-		}
-		if vd.Status.LastHandledReconcileAt != requested || !conditions.IsReady(vd) {
-			return fmt.Errorf("request %s handled %q; Ready %+v", requested, vd.Status.LastHandledReconcileAt, conditions.Get(vd, meta.ReadyCondition))
-		}
-		return nil
-	})
+	waitRequestHandled(t, 2*time.Minute, vd, requested)
 	t.Logf("the new leader handled a reconcile request %s after the partition began", time.Since(partitioned).Round(100*time.Millisecond))
 	// The old leader cannot renew its Lease: after its renew deadline it must stop leading, which controller-runtime
 	// does by ending the process; the kubelet starts the container again, still partitioned.

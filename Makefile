@@ -89,7 +89,7 @@ e2e: ## End-to-end tests: on the embedded control plane, or on an existing clust
 .PHONY: e2e-node
 e2e-node: ## End-to-end tests on a real node of this machine (root; kubelet, containerd, Flux and the operator as pods from images built here; first run builds them), then the pages of the docs that install the operator.
 	assets=$$(hack/test-assets.sh) && flux=$$(hack/flux-assets.sh) && node=$$(hack/node-assets.sh) && \
-		E2E_NODE=1 KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux NODE_ASSETS=$$node \
+		export E2E_NODE=1 KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux NODE_ASSETS=$$node && \
 		go test ./e2e -run '^TestNode' -skip '^TestNodeUpgrade$$' -count=1 -v -timeout 30m && \
 		go test ./e2e/doctest -run '^TestNodeDocs$$' -count=1 -v -timeout 30m
 

@@ -96,7 +96,7 @@ func TestNodeOperatorAsADeployment(t *testing.T) {
 	time.Sleep(window)
 	after := written(t, vdNS)
 	if !maps.Equal(before, after) {
-		t.Fatalf("the rollout wrote (object: before → after):%s", diff(before, after))
+		t.Fatalf("the rollout wrote (object: before → after):%s\nWarning events of the namespace: %v", diff(before, after), konfidenceWarnings(t, vdNS))
 	}
 	if got := artifactDeploymentNames(t, vdNS); !slices.Equal(got, ads) {
 		t.Errorf("ArtifactDeployments after the rollout %v, before %v", got, ads)
@@ -206,14 +206,18 @@ func artifactDeploymentNames(t *testing.T, namespace string) []string {
 	return names
 }
 
-// written fingerprints what the operator writes in the namespace: the resourceVersion of its own objects, and of
-// the Flux objects it applies their generation, labels, annotations and owners (Flux writes their status).
+// written fingerprints what the operator writes in the namespace: every field of its own objects, with their
+// resourceVersion (so that a write shows, and what it changed), and of the Flux objects it applies their
+// generation, labels, annotations and owners (Flux writes their status).
 func written(t *testing.T, namespace string) map[string]string {
 	t.Helper()
 	own, applied := operatorObjects(t, namespace)
 	fingerprints := map[string]string{}
 	for _, obj := range own {
-		fingerprints[objectID(obj)] = "resourceVersion " + obj.GetResourceVersion()
+		fields := flatten(t, obj)
+		// A write undone by another leaves the fields as they were, but not the resourceVersion.
+		fields[".metadata.resourceVersion"] = obj.GetResourceVersion()
+		fingerprints[objectID(obj)] = fieldsFingerprint(fields)
 	}
 	for _, obj := range applied {
 		fingerprints[objectID(obj)] = specFingerprint(obj)
@@ -264,7 +268,33 @@ func listObjects(t *testing.T, namespace string, lists ...client.ObjectList) []c
 // objectID names an object of a namespace by its Go type and name.
 func objectID(obj client.Object) string { return fmt.Sprintf("%T/%s", obj, obj.GetName()) }
 
-// diff lists the fingerprints that differ, by object.
+// fieldSeparator separates a field's path from its value in a fieldsFingerprint; neither contains it.
+const fieldSeparator = "\x00"
+
+// fieldsFingerprint writes an object's fields, path and value, a line each in the order of the paths.
+func fieldsFingerprint(fields map[string]string) string {
+	lines := make([]string, 0, len(fields))
+	for path, v := range fields {
+		lines = append(lines, path+fieldSeparator+v)
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+// fingerprintFields reads a fieldsFingerprint back; ok is false for another kind of fingerprint.
+func fingerprintFields(fingerprint string) (fields map[string]string, ok bool) {
+	if !strings.Contains(fingerprint, fieldSeparator) {
+		return nil, false
+	}
+	fields = map[string]string{}
+	for line := range strings.SplitSeq(fingerprint, "\n") {
+		path, v, _ := strings.Cut(line, fieldSeparator)
+		fields[path] = v
+	}
+	return fields, true
+}
+
+// diff lists the fingerprints that differ, by object; of fields fingerprints, the fields that changed.
 func diff(before, after map[string]string) string {
 	ids := slices.Collect(maps.Keys(before))
 	for id := range after {
@@ -275,9 +305,16 @@ func diff(before, after map[string]string) string {
 	slices.Sort(ids)
 	var b strings.Builder
 	for _, id := range ids {
-		if before[id] != after[id] {
-			fmt.Fprintf(&b, "\n  %s: %q → %q", id, before[id], after[id])
+		if before[id] == after[id] {
+			continue
 		}
+		old, oldFields := fingerprintFields(before[id])
+		now, nowFields := fingerprintFields(after[id])
+		if oldFields && nowFields {
+			fmt.Fprintf(&b, "\n  %s: %s", id, fieldChanges(old, now))
+			continue
+		}
+		fmt.Fprintf(&b, "\n  %s: %q → %q", id, before[id], after[id])
 	}
 	return b.String()
 }

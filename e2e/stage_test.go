@@ -287,15 +287,25 @@ func assertEvent(t *testing.T, ns, kind, name, eventType, reason string) {
 // takes to fetch and apply, is progress, and a Warning would page whoever alerts on them.
 func assertNoWarnings(t *testing.T, ns string) {
 	t.Helper()
+	for _, w := range konfidenceWarnings(t, ns) {
+		t.Errorf("a Warning event on a healthy install: %s", w)
+	}
+}
+
+// konfidenceWarnings describes the Warning events of ns on the konfidence kinds: kind, name, reason and message.
+func konfidenceWarnings(t *testing.T, ns string) []string {
+	t.Helper()
 	list := &corev1.EventList{}
 	if err := env.Client.List(context.Background(), list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
+	var warnings []string
 	for _, e := range list.Items {
 		if e.Type == corev1.EventTypeWarning && e.InvolvedObject.APIVersion == konfidencev1.GroupVersion.String() {
-			t.Errorf("a Warning event on a healthy install: %s %s: %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+			warnings = append(warnings, fmt.Sprintf("%s %s: %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message))
 		}
 	}
+	return warnings
 }
 
 // TestStageFollowsSemver: a Stage on a range moves on its own to a newer version in it, ignores one out of it, and

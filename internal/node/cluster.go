@@ -84,7 +84,11 @@ func Start(ctx context.Context, progress io.Writer, images ...Image) (_ *Cluster
 		_ = c.lock.Close()
 		return nil, fmt.Errorf("removing a previous node's leftovers: %w", err)
 	}
-	if c.Dir, err = os.MkdirTemp("", "fluxdeployer-node-"); err != nil {
+	if err := removePreviousDirs(); err != nil {
+		_ = c.lock.Close()
+		return nil, fmt.Errorf("removing a previous node's directory: %w", err)
+	}
+	if c.Dir, err = os.MkdirTemp("", dirPattern); err != nil {
 		_ = c.lock.Close()
 		return nil, err
 	}

@@ -31,6 +31,29 @@ func removeLeftovers() error {
 	return errors.Join(killAndWait(append(podProcesses(), netnsProcesses()...)), removeCgroups(), teardownNetwork())
 }
 
+// dirPattern names a node's directory in the temporary directory (os.MkdirTemp's pattern).
+const dirPattern = "fluxdeployer-node-"
+
+// removePreviousDirs unmounts and removes the directories of earlier nodes that a killed test binary left behind:
+// their mounts (the mount namespace's file, the kubelet's volumes) would otherwise stay on the host, and a later
+// mount namespace made under them fails. Only with the machine's lock (lockMachine) held: then no other node runs,
+// so every such directory is a leftover.
+func removePreviousDirs() error {
+	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), dirPattern+"*"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, dir := range dirs {
+		if err := unmountAll(dir); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		errs = append(errs, os.RemoveAll(dir))
+	}
+	return errors.Join(errs...)
+}
+
 // Leftovers lists what of a node with directory dir is still on the machine: processes, mounts, cgroups, the
 // network namespace, the host's veth, dir itself. Empty after Stop.
 func Leftovers(dir string) []string {

@@ -123,6 +123,7 @@ func sharedLandscape(t *testing.T, name string) (string, []*konfidencev1.VectorD
 	if ads := artifactDeploymentNames(t, ns); len(ads) != 3 {
 		t.Fatalf("ArtifactDeployments %v, want the 3 artifacts' shared by both VectorDeployments", ads)
 	}
+	settleLandscape(t, ns)
 	return ns, vds
 }
 

@@ -73,6 +73,7 @@ func TestNodeOperatorAsADeployment(t *testing.T) {
 		t.Errorf("ArtifactDeployments in %s: %v, want one for each of the 3 artifacts", vdNS, ads)
 	}
 	assertWorkloadsReady(t, vdNS, 3)
+	settleLandscape(t, vdNS)
 
 	// A rollout to a new version: the names stay, and nothing the operator owns is written once it has settled.
 	before := written(t, vdNS)
@@ -102,6 +103,19 @@ func TestNodeOperatorAsADeployment(t *testing.T) {
 		t.Errorf("ArtifactDeployments after the rollout %v, before %v", got, ads)
 	}
 	t.Logf("after the rollout and %s of observation: %d objects unchanged", window, len(after))
+}
+
+// landscapeQuiet is how long a landscape that became Ready must go without a write before a test takes it as
+// settled: the status writes that follow Ready (the last ArtifactDeployment's results, its VectorDeployments'
+// summary) come within a second.
+const landscapeQuiet = 5 * time.Second
+
+// settleLandscape waits until the operator's writes in the namespace have settled (settle), so that a test's
+// "before" is the landscape at rest, not between a VectorDeployment's Ready and the status writes that follow it.
+func settleLandscape(t *testing.T, namespace string) {
+	t.Helper()
+	quiet, writes := settle(t, namespace, time.Minute, landscapeQuiet)
+	t.Logf("the landscape's writes settled %s after it was Ready, after %d object writes", quiet.Round(100*time.Millisecond), writes)
 }
 
 // installedOperator returns the installed operator's Deployment and, when the test ends, restores its replicas,

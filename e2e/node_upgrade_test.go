@@ -353,12 +353,12 @@ func settle(t *testing.T, namespace string, bound, quiet time.Duration) (time.Du
 	last, lastChange, writes := written(t, namespace), begin, 0
 	for time.Since(lastChange) < quiet {
 		if since := lastChange.Sub(begin); since > bound {
-			t.Fatalf("the operator still wrote %s after it took the lead (bound %s), %d object writes", since.Round(time.Second), bound, writes)
+			t.Fatalf("the operator still wrote %s after the wait began (bound %s), %d object writes", since.Round(time.Second), bound, writes)
 		}
 		time.Sleep(500 * time.Millisecond) // the polling interval; the condition is the loop's
 		if now := written(t, namespace); !maps.Equal(last, now) {
 			changed := diff(last, now)
-			t.Logf("writes seen %s after the lead:%s", time.Since(begin).Round(100*time.Millisecond), changed)
+			t.Logf("writes seen %s into the wait:%s", time.Since(begin).Round(100*time.Millisecond), changed)
 			writes += strings.Count(changed, "\n")
 			last, lastChange = now, time.Now()
 		}

@@ -18,6 +18,7 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -149,6 +150,7 @@ func TestNodeUpgrade(t *testing.T) {
 	// A namespace that deploys to the remote target: the first vector again (web and worker Helm, api
 	// Kustomize), its workloads applied, waited for and its Services read through the kubeconfig Secret.
 	remote := newNamespace(t, "upgrade-remote")
+	remoteSince := time.Now()
 	remoteTarget(t, realNode, remote, targetHost)
 	remoteShop := createVectorDeployment(t, remote, "shop", reg.Ref("", "acme.org/vectors/upgrade", "1.0.0"))
 	t.Cleanup(func() { teardownRemote(t, remote) })
@@ -158,6 +160,7 @@ func TestNodeUpgrade(t *testing.T) {
 	if err := fluxTargets(t, land); err != nil {
 		t.Fatal(err)
 	}
+	assertThroughKubeconfig(t, realNode, "release "+rel.Version, remote, remoteSince, remoteDeployments(t, remote)...)
 
 	// shop's worker, deployed, is suspended.
 	suspended := suspendWorker(t, ns, "1.0.0")
@@ -296,6 +299,80 @@ func teardownRemote(t *testing.T, namespace string) {
 		}
 	}
 	t.Logf("ArtifactDeployments of the remote namespace %s still there after 2m", namespace)
+}
+
+// assertThroughKubeconfig reads the API server's audit log since since: every write to a Deployment or a Service
+// of the remote namespace by a service account, as far as it succeeded, must be the kubeconfig's (remoteDeployer's),
+// at least one to each of the deployments named (Flux applied them through it), and the leading operator must have
+// listed the namespace's Services with it (the deployment results, read through the kubeconfig).
+func assertThroughKubeconfig(t *testing.T, c *node.Cluster, what, namespace string, since time.Time, deployments ...string) {
+	t.Helper()
+	user := "system:serviceaccount:" + namespace + ":" + remoteDeployer
+	leader := leaderPod(t, leaseName, "the operator", func(*corev1.Pod) bool { return true })
+	var writes, dryRuns, lists int
+	agents := map[string]bool{}
+	testenv.Eventually(t, time.Minute, func() error {
+		events, err := c.AuditEvents()
+		if err != nil {
+			return err
+		}
+		writes, dryRuns, lists = 0, 0, 0
+		clear(agents)
+		written := map[string]bool{}
+		var others []string
+		for _, e := range events {
+			if e.ObjectRef == nil || e.ObjectRef.Namespace != namespace || e.RequestReceivedTimestamp.Before(&metav1.MicroTime{Time: since}) ||
+				!e.Succeeded() || (e.ObjectRef.Resource != "deployments" && e.ObjectRef.Resource != "services") {
+				continue
+			}
+			switch {
+			case !e.Write():
+				if e.User.Username == user && len(e.SourceIPs) > 0 && e.SourceIPs[0] == leader.Status.PodIP {
+					lists++
+				}
+			case e.User.Username != user:
+				others = append(others, fmt.Sprintf("%s %s by %s", e.Verb, e.Object(), e.User.Username))
+			default:
+				writes++
+				if e.DryRun() {
+					dryRuns++
+				}
+				agent, _, _ := strings.Cut(e.UserAgent, " ")
+				agents[agent] = true
+				if e.ObjectRef.Resource == "deployments" {
+					written[e.ObjectRef.Name] = true
+				}
+			}
+		}
+		if len(others) > 0 {
+			t.Fatalf("%s: workloads of the remote namespace %s written with other credentials than the kubeconfig's: %v", what, namespace, others)
+		}
+		for _, d := range deployments {
+			if !written[d] {
+				return fmt.Errorf("%s: Deployment %s/%s not written by %s; written: %v", what, namespace, d, user, written)
+			}
+		}
+		if lists == 0 {
+			return fmt.Errorf("%s: the leading operator (pod %s, %s) has not listed the Services of %s as %s", what, leader.Name, leader.Status.PodIP, namespace, user)
+		}
+		return nil
+	})
+	t.Logf("%s: audit log: %d writes to the remote namespace's Deployments and Services (%d of them dry runs), all by %s (%v), and %d lists of its Services by the leading operator (pod %s) as that account",
+		what, writes, dryRuns, user, slices.Sorted(maps.Keys(agents)), lists, leader.Name)
+}
+
+// remoteDeployments names the Deployments of the namespace.
+func remoteDeployments(t *testing.T, namespace string) []string {
+	t.Helper()
+	list := &appsv1.DeploymentList{}
+	if err := env.Client.List(context.Background(), list, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range list.Items {
+		names = append(names, d.Name)
+	}
+	return names
 }
 
 // fluxTargets says how the landscape's HelmReleases and Kustomizations do not deploy where their namespace should:
@@ -565,6 +642,7 @@ func transition(t *testing.T, c *node.Cluster, namespaces []landscapeNamespace, 
 		}
 		if n.remote {
 			logRemote(t, what, n.name, after)
+			assertThroughKubeconfig(t, c, what, n.name, begin)
 		}
 	}
 	if !reflect.DeepEqual(before.releases, after.releases) {

@@ -63,7 +63,7 @@ type AuditEvent struct {
 	UserAgent string   `json:"userAgent"`
 	// RequestURI is the request's path and query (a dry run's says dryRun=All).
 	RequestURI string `json:"requestURI"`
-	ObjectRef *struct {
+	ObjectRef  *struct {
 		APIGroup    string `json:"apiGroup"`
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`

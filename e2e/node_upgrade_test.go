@@ -66,16 +66,20 @@ var upgradeSpecChanges = map[string][]specChange{
 // and, in a second namespace, a VectorDeployment (two Helm artifacts and a Kustomize one) deploying to a remote
 // target through the namespace's kubeconfig Secret. The remote target is the node's own API server reached as pods
 // reach it (the kubernetes Service's ClusterIP), with the token of a ServiceAccount that may deploy into that
-// namespace only; its HelmReleases and Kustomizations must name the Secret (spec.kubeConfig). Then this tree's
-// install.yaml is applied (server-side, as `kubectl apply --server-side -f install.yaml`), and after the rollout,
-// in both namespaces:
+// namespace only; its HelmReleases and Kustomizations must name the Secret (spec.kubeConfig), and the API server's
+// audit log must attribute every write to its Deployments and Services to that account, helm-controller's and
+// kustomize-controller's, and show the leading operator listing its Services as that account (the deployment
+// results), so that a deployment gone local fails. Then this tree's install.yaml is applied (server-side, as
+// `kubectl apply --server-side -f install.yaml`), and after the rollout, in both namespaces:
 //   - every ArtifactDeployment and Flux object keeps its name and UID;
 //   - no Flux object's spec changes but as upgradeSpecChanges lists, and the remote namespace's still name the
 //     kubeconfig Secret;
 //   - no pod of the landscape restarts or is replaced, every workload stays ready, and no Helm release gets a
 //     revision;
 //   - the suspended ArtifactDeployment and its HelmRelease stay suspended;
-//   - the new operator's writes settle to none for a while, within a minute of its taking the lead.
+//   - the new operator's writes settle to none for a while, within a minute of its taking the lead;
+//   - the remote namespace's workloads are written only with the kubeconfig's credentials, and the new operator
+//     lists its Services with them.
 //
 // Then the previous release's install.yaml is applied again, and the same holds, its spec changes undone.
 // The chart (`helm upgrade`) is not covered: the previous release had no chart.

@@ -361,7 +361,8 @@ func assertThroughKubeconfig(t *testing.T, c *node.Cluster, what, namespace stri
 		}
 		return nil
 	})
-	t.Logf("%s: audit log: %d writes to the remote namespace's Deployments and Services (%d of them dry runs), all by %s (%v), and %d lists of its Services by the leading operator (pod %s) as that account",
+	t.Logf("%s: audit log: %d writes to the remote namespace's Deployments and Services (%d of them dry runs), all by %s (%v), "+
+		"and %d lists of its Services by the leading operator (pod %s) as that account",
 		what, writes, dryRuns, user, slices.Sorted(maps.Keys(agents)), lists, leader.Name)
 }
 

@@ -251,7 +251,7 @@ func auditWrites(t *testing.T, n *node.Cluster, since time.Time, user string, cl
 	}
 	for _, e := range events {
 		at := e.RequestReceivedTimestamp.Time
-		if e.User.Username != user || at.Before(since) {
+		if e.User.Username != user || at.Before(since) || !e.Write() {
 			continue
 		}
 		name, ok := "", false

@@ -6,15 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // auditPolicy records, at level Metadata (who, from where, when, which object, the response's code; no bodies), the
 // writes to what the operator writes: its own objects, the Flux objects it applies and the Leases of leader
-// election, so that a test can attribute every write to the client that sent it. The kubelet's Node Leases, renewed
-// every ten seconds, and everything else are left out, which keeps the log small. Stage ResponseComplete only: one
-// event per request.
+// election, so that a test can attribute every write to the client that sent it. Of service accounts, it also
+// records the writes to Deployments and Services (not their status) and the lists of Services: what Flux applies
+// of the workloads and what the deployer reads of them, so that a test can tell whose credentials they used (a
+// remote target's kubeconfig, or the controller's own account). The kubelet's Node Leases, renewed every ten
+// seconds, and everything else are left out, which keeps the log small. Stage ResponseComplete only: one event per
+// request.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -30,6 +34,20 @@ rules:
       - group: kustomize.toolkit.fluxcd.io
       - group: coordination.k8s.io
         resources: [leases]
+  - level: Metadata
+    userGroups: [system:serviceaccounts]
+    verbs: [create, update, patch, delete]
+    resources:
+      - group: apps
+        resources: [deployments]
+      - group: ""
+        resources: [services]
+  - level: Metadata
+    userGroups: [system:serviceaccounts]
+    verbs: [list]
+    resources:
+      - group: ""
+        resources: [services]
   - level: None
 `
 
@@ -43,7 +61,9 @@ type AuditEvent struct {
 	// masquerades.
 	SourceIPs []string `json:"sourceIPs"`
 	UserAgent string   `json:"userAgent"`
-	ObjectRef *struct {
+	// RequestURI is the request's path and query (a dry run's says dryRun=All).
+	RequestURI string `json:"requestURI"`
+	ObjectRef  *struct {
 		APIGroup    string `json:"apiGroup"`
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
@@ -56,6 +76,12 @@ type AuditEvent struct {
 	// RequestReceivedTimestamp is when the API server received the request.
 	RequestReceivedTimestamp metav1.MicroTime `json:"requestReceivedTimestamp"`
 }
+
+// Write tells whether the request was a write, not a read (a list).
+func (e AuditEvent) Write() bool { return e.Verb != "list" && e.Verb != "get" && e.Verb != "watch" }
+
+// DryRun tells whether the request was a dry run, which the API server checks and answers without storing anything.
+func (e AuditEvent) DryRun() bool { return strings.Contains(e.RequestURI, "dryRun=") }
 
 // Succeeded tells whether the request was carried out (a 2xx answer).
 func (e AuditEvent) Succeeded() bool {
@@ -80,8 +106,8 @@ func (e AuditEvent) Object() string {
 // auditLog is where the API server writes its audit log (JSON, one event a line).
 func (c *Cluster) auditLog() string { return c.path("logs/audit.log") }
 
-// AuditEvents reads the writes the API server has recorded since it started (auditPolicy), in the order it
-// recorded them.
+// AuditEvents reads the requests the API server has recorded since it started (auditPolicy: writes, and the lists
+// of Services by service accounts), in the order it recorded them.
 func (c *Cluster) AuditEvents() ([]AuditEvent, error) {
 	f, err := os.Open(c.auditLog())
 	if errors.Is(err, os.ErrNotExist) {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
@@ -214,8 +215,10 @@ func (c *Cluster) ApplyInstaller(ctx context.Context, ref string) error {
 
 // ApplyInstallerFrom renders the installer of the source tree src for the image ref (InstallerFrom) and applies
 // it as `kubectl apply --server-side -f install.yaml` does: every object, by one field manager, forced, so that
-// fields a later installer no longer has are removed and objects it no longer has stay.
-func (c *Cluster) ApplyInstallerFrom(ctx context.Context, src, ref string) error {
+// fields a later installer no longer has are removed and objects it no longer has stay. managerArgs are added to
+// the operator's command line first, as a user's overlay of install.yaml adds flags (--allowed-target-hosts, say):
+// part of every apply that wants them, since the next apply without them takes them away again.
+func (c *Cluster) ApplyInstallerFrom(ctx context.Context, src, ref string, managerArgs ...string) error {
 	path, err := c.InstallerFrom(ctx, src, ref)
 	if err != nil {
 		return err
@@ -228,7 +231,53 @@ func (c *Cluster) ApplyInstallerFrom(ctx context.Context, src, ref string) error
 	if err != nil {
 		return err
 	}
+	if err := appendManagerArgs(objs, managerArgs); err != nil {
+		return fmt.Errorf("the installer of %s: %w", src, err)
+	}
 	return controlplane.Apply(ctx, c.Client, objs)
+}
+
+// operatorDeployment and managerContainer name the operator's Deployment and its container in every installer
+// (config/manager).
+const (
+	operatorDeployment = "fluxdeployer"
+	managerContainer   = "manager"
+)
+
+// appendManagerArgs appends args to the arguments of the manager container of the operator's Deployment among the
+// installer's objects; with none it changes nothing. An installer without that container is an error, so that a
+// flag meant for the operator is never dropped silently.
+func appendManagerArgs(objs []*unstructured.Unstructured, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	for _, u := range objs {
+		if u.GetKind() != "Deployment" || u.GetName() != operatorDeployment {
+			continue
+		}
+		containers, _, err := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+		if err != nil {
+			return err
+		}
+		for i, c := range containers {
+			container, ok := c.(map[string]any)
+			if !ok || container["name"] != managerContainer {
+				continue
+			}
+			have, _, err := unstructured.NestedStringSlice(container, "args")
+			if err != nil {
+				return err
+			}
+			all := make([]any, 0, len(have)+len(args))
+			for _, a := range append(have, args...) {
+				all = append(all, a)
+			}
+			container["args"] = all
+			containers[i] = container
+			return unstructured.SetNestedSlice(u.Object, containers, "spec", "template", "spec", "containers")
+		}
+	}
+	return fmt.Errorf("no container %s in a Deployment %s to give the arguments %v", managerContainer, operatorDeployment, args)
 }
 
 // WaitAvailable waits until the Deployment's pods of its current template are all updated and ready; the error

@@ -114,7 +114,7 @@ const landscapeQuiet = 5 * time.Second
 // "before" is the landscape at rest, not between a VectorDeployment's Ready and the status writes that follow it.
 func settleLandscape(t *testing.T, namespace string) {
 	t.Helper()
-	quiet, writes := settle(t, namespace, time.Minute, landscapeQuiet)
+	quiet, writes := settle(t, time.Minute, landscapeQuiet, namespace)
 	t.Logf("the landscape's writes settled %s after it was Ready, after %d object writes", quiet.Round(100*time.Millisecond), writes)
 }
 

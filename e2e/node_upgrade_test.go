@@ -623,7 +623,11 @@ func transition(t *testing.T, c *node.Cluster, namespaces []landscapeNamespace, 
 	begin := time.Now()
 	installRelease(t, c, src, ref, managerArgs...)
 	leading := time.Since(begin)
-	quiet, writes := settle(t, namespaces, time.Minute, 15*time.Second)
+	names := make([]string, len(namespaces))
+	for i, n := range namespaces {
+		names[i] = n.name
+	}
+	quiet, writes := settle(t, time.Minute, 15*time.Second, names...)
 	t.Logf("%s: %s leads %s after the apply; its writes settled %s later, after %d object writes, and stayed 0 for 15s",
 		what, ref, leading.Round(100*time.Millisecond), quiet.Round(100*time.Millisecond), writes)
 	after := snapshotLandscape(t, namespaces)
@@ -659,13 +663,13 @@ func transition(t *testing.T, c *node.Cluster, namespaces []landscapeNamespace, 
 // settle waits until what the operator writes in the namespaces (written) has not changed for quiet, which must
 // begin within bound, and returns when the last write was seen and how many object writes it saw until then. It
 // polls every half second: a write is one object's fingerprint changing between polls.
-func settle(t *testing.T, namespaces []landscapeNamespace, bound, quiet time.Duration) (time.Duration, int) {
+func settle(t *testing.T, bound, quiet time.Duration, namespaces ...string) (time.Duration, int) {
 	t.Helper()
 	writtenAll := func() map[string]string {
 		all := map[string]string{}
 		for _, n := range namespaces {
-			for id, fingerprint := range written(t, n.name) {
-				all[n.name+" "+id] = fingerprint
+			for id, fingerprint := range written(t, n) {
+				all[n+" "+id] = fingerprint
 			}
 		}
 		return all

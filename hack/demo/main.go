@@ -21,6 +21,9 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 func main() {
@@ -31,6 +34,10 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the cluster running after the VectorDeployment is Ready, until Ctrl-C")
 	timeout := flag.Duration("timeout", 5*time.Minute, "how long to wait for the VectorDeployment to become Ready")
 	flag.Parse()
+	// The demo prints its own progress. The libraries' logs (envtest's, the clients') would interleave with it, and
+	// a first run, which builds the control plane for minutes before envtest logs anything, would otherwise print
+	// controller-runtime's warning that no logger was set, with a stack trace.
+	ctrllog.SetLogger(logr.Discard())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

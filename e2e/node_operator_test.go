@@ -208,13 +208,15 @@ func leaderPod(t *testing.T, lease, what string, wanted func(*corev1.Pod) bool) 
 // artifactDeploymentNames lists the names of the namespace's ArtifactDeployments, sorted.
 func artifactDeploymentNames(t *testing.T, namespace string) []string {
 	t.Helper()
-	list := &konfidencev1.ArtifactDeploymentList{}
-	if err := env.Client.List(context.Background(), list, client.InNamespace(namespace)); err != nil {
-		t.Fatal(err)
-	}
+	return objectNames(t, namespace, &konfidencev1.ArtifactDeploymentList{})
+}
+
+// objectNames lists the names of the namespace's objects of list's kind, sorted.
+func objectNames(t *testing.T, namespace string, list client.ObjectList) []string {
+	t.Helper()
 	var names []string
-	for _, ad := range list.Items {
-		names = append(names, ad.Name)
+	for _, obj := range listObjects(t, namespace, list) {
+		names = append(names, obj.GetName())
 	}
 	slices.Sort(names)
 	return names

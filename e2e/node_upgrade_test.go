@@ -164,7 +164,7 @@ func TestNodeUpgrade(t *testing.T) {
 	if err := fluxTargets(t, land); err != nil {
 		t.Fatal(err)
 	}
-	assertThroughKubeconfig(t, realNode, "release "+rel.Version, remote, remoteSince, remoteDeployments(t, remote)...)
+	assertThroughKubeconfig(t, realNode, "release "+rel.Version, remote, remoteSince, objectNames(t, remote, &appsv1.DeploymentList{})...)
 
 	// shop's worker, deployed, is suspended.
 	suspended := suspendWorker(t, ns, "1.0.0")
@@ -364,20 +364,6 @@ func assertThroughKubeconfig(t *testing.T, c *node.Cluster, what, namespace stri
 	t.Logf("%s: audit log: %d writes to the remote namespace's Deployments and Services (%d of them dry runs), all by %s (%v), "+
 		"and %d lists of its Services by the leading operator (pod %s) as that account",
 		what, writes, dryRuns, user, slices.Sorted(maps.Keys(agents)), lists, leader.Name)
-}
-
-// remoteDeployments names the Deployments of the namespace.
-func remoteDeployments(t *testing.T, namespace string) []string {
-	t.Helper()
-	list := &appsv1.DeploymentList{}
-	if err := env.Client.List(context.Background(), list, client.InNamespace(namespace)); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, d := range list.Items {
-		names = append(names, d.Name)
-	}
-	return names
 }
 
 // fluxTargets says how the landscape's HelmReleases and Kustomizations do not deploy where their namespace should:

@@ -84,10 +84,6 @@ func Start(ctx context.Context, progress io.Writer, images ...Image) (_ *Cluster
 		_ = c.lock.Close()
 		return nil, fmt.Errorf("removing a previous node's leftovers: %w", err)
 	}
-	if err := removePreviousDirs(); err != nil {
-		_ = c.lock.Close()
-		return nil, fmt.Errorf("removing a previous node's directory: %w", err)
-	}
 	if c.Dir, err = os.MkdirTemp("", dirPattern); err != nil {
 		_ = c.lock.Close()
 		return nil, err
@@ -347,10 +343,8 @@ func (c *Cluster) Stop() error {
 			d.stop(20 * time.Second)
 		}
 	}
+	// The node's directory too (removeNodeDirs).
 	errs = append(errs, removeLeftovers())
-	if c.Dir != "" {
-		errs = append(errs, unmountAll(c.Dir), os.RemoveAll(c.Dir))
-	}
 	if c.createdRunContainerd {
 		errs = append(errs, os.Remove("/run/containerd"))
 	}

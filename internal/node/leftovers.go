@@ -25,20 +25,20 @@ func killContainers() error {
 }
 
 // removeLeftovers ends whatever process is left in the node's network namespace or the pods' cgroups (shims that
-// outlived containerd, a previous run's programs), removes the pods' cgroups and the node's network. Mounts are
-// unmounted by Stop, which knows the cluster's directory.
+// outlived containerd, a previous run's programs), removes the pods' cgroups and the node's network, and unmounts
+// and removes the nodes' directories (removeNodeDirs). Only with the machine's lock held (lockMachine).
 func removeLeftovers() error {
-	return errors.Join(killAndWait(append(podProcesses(), netnsProcesses()...)), removeCgroups(), teardownNetwork())
+	return errors.Join(killAndWait(append(podProcesses(), netnsProcesses()...)), removeCgroups(), teardownNetwork(), removeNodeDirs())
 }
 
 // dirPattern names a node's directory in the temporary directory (os.MkdirTemp's pattern).
 const dirPattern = "fluxdeployer-node-"
 
-// removePreviousDirs unmounts and removes the directories of earlier nodes that a killed test binary left behind:
-// their mounts (the mount namespace's file, the kubelet's volumes) would otherwise stay on the host, and a later
-// mount namespace made under them fails. Only with the machine's lock (lockMachine) held: then no other node runs,
-// so every such directory is a leftover.
-func removePreviousDirs() error {
+// removeNodeDirs unmounts and removes every node's directory: the stopping node's own, and those a killed test
+// binary left behind, whose mounts (the mount namespace's file, the kubelet's volumes) would otherwise stay on the
+// host and make a later mount namespace made under them fail. Only with the machine's lock (lockMachine) held:
+// then no other node runs, so every such directory is this node's or a leftover.
+func removeNodeDirs() error {
 	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), dirPattern+"*"))
 	if err != nil {
 		return err

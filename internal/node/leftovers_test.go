@@ -34,7 +34,7 @@ func TestStartRemovesKilledNodesDirectories(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := removePreviousDirs(); err != nil {
+	if err := removeNodeDirs(); err != nil {
 		t.Fatal(err)
 	}
 	if mounts, err := mountsUnder(dir); err != nil || len(mounts) > 0 {

@@ -20,14 +20,20 @@ mkdir -p "$cache"
 exec 9>"$cache/.build.lock"
 flock 9
 
+# Static and -trimpath, as every build of the project (hack/lib/build.sh), and both in one go build, since they
+# share most of their packages.
+missing=()
 for controller in source-controller kustomize-controller; do
-  out=$dir/$controller
-  [ -x "$out" ] && continue
-  mkdir -p "$dir"
-  echo "building $controller into $dir (first run only, about 5 minutes)" >&2
-  (cd "$root/hack/tools/flux" && go build -trimpath -o "$out.tmp" "github.com/fluxcd/$controller") >&2
-  mv "$out.tmp" "$out"
+  [ -x "$dir/$controller" ] || missing+=("github.com/fluxcd/$controller")
 done
+if [ ${#missing[@]} -gt 0 ]; then
+  mkdir -p "$dir"
+  tmp=$(mktemp -d "$dir/.build.XXXXXX")
+  echo "building ${missing[*]##*/} into $dir (first run only, about 6 to 10 minutes)" >&2
+  (cd "$root/hack/tools/flux" && CGO_ENABLED=0 go build -trimpath -o "$tmp/" "${missing[@]}") >&2 ||
+    { rm -rf "$tmp"; exit 1; }
+  mv "$tmp"/* "$dir/" && rmdir "$tmp"
+fi
 
 # helm_source prints a directory holding helm-controller's go.mod (writable: the build may complete its go.sum).
 # Tried in order:
@@ -70,7 +76,7 @@ if [ ! -x "$out" ]; then
   src=$(helm_source)
   mkdir -p "$dir"
   echo "building helm-controller from $src into $dir (first run only, about 5 minutes)" >&2
-  (cd "$src" && GOFLAGS=-mod=mod go build -trimpath -o "$out.tmp" .) >&2
+  (cd "$src" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$out.tmp" .) >&2
   mv "$out.tmp" "$out"
   rm -rf "$dir/helm-controller-src"
 fi

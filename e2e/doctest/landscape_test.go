@@ -40,7 +40,7 @@ type landscape struct {
 }
 
 // buildTools builds, before the test enters its namespaces, the programs the documents call, and returns their
-// folder: kubectl (pinned in hack/tools/kube, the control plane's version), cosign (hack/tools/cosign),
+// folder: kubectl (the control plane's, built with it by hack/test-assets.sh), cosign (hack/tools/cosign),
 // fluxdeployer, hack/demo, and the tools of more pinned modules (e.g. "helm": "helm").
 func buildTools(t *testing.T, more ...string) string {
 	t.Helper()
@@ -48,12 +48,19 @@ func buildTools(t *testing.T, more ...string) string {
 	if _, err := controlplane.BuildFluxdeployer(dir); err != nil {
 		t.Fatal(err)
 	}
+	kube, err := controlplane.KubeAssets(os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(kube, "kubectl"), filepath.Join(dir, "kubectl")); err != nil {
+		t.Fatal(err)
+	}
 	demo := exec.Command("go", "build", "-o", filepath.Join(dir, "demo"), "./hack/demo")
 	demo.Dir = controlplane.RepoRoot()
 	if out, err := demo.CombinedOutput(); err != nil {
 		t.Fatalf("building hack/demo: %v\n%s", err, out)
 	}
-	tools := map[string]string{"kubectl": "kube", "cosign": "cosign"}
+	tools := map[string]string{"cosign": "cosign"}
 	for _, tool := range more {
 		tools[tool] = tool
 	}

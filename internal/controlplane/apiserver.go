@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -35,13 +34,6 @@ type APIServer struct {
 	// so that Restart keeps them: a new CA or signing key would invalidate every client's kubeconfig and token.
 	certDir string
 	audit   *AuditLog // nil unless started by StartAuditedAPIServer
-}
-
-// RepoRoot is the root of the fluxdeployer module, found from this file so that tests of any package and the
-// demo (run from the module root) agree.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
 // FluxCRDDirs are the Flux CRDs the Flux deployer writes and reads (HelmRepository, HelmChart, OCIRepository,

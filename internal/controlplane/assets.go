@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// KubeAssets is the folder with kube-apiserver, etcd and kube-controller-manager: KUBEBUILDER_ASSETS, or what
-// hack/test-assets.sh builds into the cache on first use (its progress lines go to progress).
+// KubeAssets is the folder with kube-apiserver, etcd, kube-controller-manager and kubectl: KUBEBUILDER_ASSETS, or
+// what hack/test-assets.sh builds into the cache on first use (its progress lines go to progress).
 func KubeAssets(progress io.Writer) (string, error) {
 	return assets("KUBEBUILDER_ASSETS", "test-assets.sh", progress)
 }

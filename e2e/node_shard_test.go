@@ -90,6 +90,7 @@ func TestNodeShardedInstall(t *testing.T) {
 			// platform labels.
 			labelNamespace(t, in.vd.Namespace, konfidencev1.ShardKeyLabel, in.key)
 			in.vd.Labels = map[string]string{konfidencev1.ShardKeyLabel: in.key}
+			awaitAdmitted(t, in.vd)
 		}
 		if err := env.Client.Create(ctx, in.vd); err != nil {
 			t.Fatal(err)
@@ -293,6 +294,15 @@ func unshard(t *testing.T, image string, instances []*shardInstance) {
 }
 
 // labelNamespace sets a label on a Namespace, as a platform team does.
+// awaitAdmitted waits until the API server admits obj (a dry run): the shard key policy judges an object by the
+// API server's cached copy of its Namespace, which may not show a label set a moment ago.
+func awaitAdmitted(t *testing.T, obj client.Object) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		return env.Client.Create(context.Background(), obj.DeepCopyObject().(client.Object), client.DryRunAll)
+	})
+}
+
 func labelNamespace(t *testing.T, name, key, value string) {
 	t.Helper()
 	ns := &corev1.Namespace{}

@@ -91,11 +91,12 @@ test-go: ## go test ./... on the embedded control plane (envtest, real Flux, Chr
 	@# envtest runs a real kube-apiserver and etcd, and e2e/ adds kube-controller-manager and the real Flux source-,
 	@# kustomize- and helm-controller, all built from source into a cache outside the clone on first use.
 	@# The web view's browser test drives Debian's Chromium (hack/browser-assets.sh installs it); its screenshots
-	@# are kept in bin/test-artifacts.
+	@# are kept in bin/test-artifacts. -vet=off: make vet, which make test runs first, runs every
+	@# analyzer of go test's vet subset and more, so go test's own vet pass would only repeat that work.
 	mkdir -p bin/test-artifacts
 	assets=$$(hack/test-assets.sh) && flux=$$(hack/flux-assets.sh) && chromium=$$(hack/browser-assets.sh) && \
 		KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux CHROMIUM=$$chromium \
-		go test ./... -count=1 -timeout 45m -artifacts -outputdir $(CURDIR)/bin/test-artifacts
+		go test ./... -count=1 -vet=off -timeout 45m -artifacts -outputdir $(CURDIR)/bin/test-artifacts
 
 .PHONY: test-node
 test-node: ## The real-node suites: make e2e-node, then make e2e-upgrade.
@@ -103,8 +104,10 @@ test-node: ## The real-node suites: make e2e-node, then make e2e-upgrade.
 	$(MAKE) e2e-upgrade
 
 .PHONY: test-chart
-test-chart: ## Render and lint charts/fluxdeployer with Helm's SDK and compare it with config/default (its own module, hack/tools/helm).
-	cd hack/tools/helm && go test ./... -count=1
+test-chart: ## Render and lint charts/fluxdeployer with Helm's SDK and compare it with config/default (in hack/tools/shared, the module that pins Helm).
+	@# Without -trimpath: go tool, which builds the module's tools, takes no build flags, and the chart's tests share
+	@# Helm's compiled packages with the helm the real-node tests run only when built the same way.
+	cd hack/tools/shared && GOFLAGS= go test ./... -count=1
 
 .PHONY: e2e
 e2e: ## End-to-end tests: on the embedded control plane, or on an existing cluster with E2E_KUBECONFIG (Flux and the operator installed; E2E_REGISTRY_HOST: this machine's address as the cluster's pods reach it; E2E_KIND_CLUSTER: its name when it is kind, to run the TestNode tests there too).

@@ -107,10 +107,10 @@ func podSecurityLabels(t *testing.T) map[string]string {
 	return labels
 }
 
-// helm runs the helm CLI pinned in hack/tools/helm against the cluster whose pods start, from the repository's root.
+// helm runs the helm CLI pinned in hack/tools/shared against the cluster whose pods start, from the repository's root.
 func helm(t *testing.T, args ...string) {
 	t.Helper()
-	cmd := exec.Command("go", append([]string{"tool", "-modfile=hack/tools/helm/go.mod", "helm", "--kubeconfig", realKubeconfig}, args...)...)
+	cmd := exec.Command("go", append([]string{"tool", "-modfile=hack/tools/shared/go.mod", "helm", "--kubeconfig", realKubeconfig}, args...)...)
 	cmd.Dir = controlplane.RepoRoot()
 	// Helm's configuration, cache and data of this run only, not the user's.
 	helmHome, err := os.MkdirTemp("", "helm-")

@@ -40,8 +40,8 @@ type landscape struct {
 }
 
 // buildTools builds, before the test enters its namespaces, the programs the documents call, and returns their
-// folder: kubectl (the control plane's, built with it by hack/test-assets.sh), cosign (hack/tools/cosign),
-// fluxdeployer, hack/demo, and the tools of more pinned modules (e.g. "helm": "helm").
+// folder: kubectl (the control plane's, built with it by hack/test-assets.sh), fluxdeployer, hack/demo, cosign
+// and more of the tools pinned in hack/tools/shared (e.g. "helm").
 func buildTools(t *testing.T, more ...string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -60,12 +60,8 @@ func buildTools(t *testing.T, more ...string) string {
 	if out, err := demo.CombinedOutput(); err != nil {
 		t.Fatalf("building hack/demo: %v\n%s", err, out)
 	}
-	tools := map[string]string{"cosign": "cosign"}
-	for _, tool := range more {
-		tools[tool] = tool
-	}
-	for tool, module := range tools {
-		cmd := exec.Command("go", "tool", "-n", "-modfile=hack/tools/"+module+"/go.mod", tool)
+	for _, tool := range append([]string{"cosign"}, more...) {
+		cmd := exec.Command("go", "tool", "-n", "-modfile=hack/tools/shared/go.mod", tool)
 		cmd.Dir = controlplane.RepoRoot()
 		cmd.Stderr = os.Stderr
 		path, err := cmd.Output()

@@ -167,9 +167,9 @@ func releasedIndex(dir string, tag name.Tag) (v1.ImageIndex, v1.Descriptor, erro
 	return nil, v1.Descriptor{}, fmt.Errorf("%s has no image index tagged %s", dir, tag.TagStr())
 }
 
-// tool is the path of a tool pinned in hack/tools/<command>; go tool builds it on first use and caches it.
+// tool is the path of a tool pinned in hack/tools/shared; go tool builds it on first use and caches it.
 func tool(ctx context.Context, root, command string) (string, error) {
-	return output(ctx, root, nil, "go", "tool", "-n", "-modfile=hack/tools/"+command+"/go.mod", command)
+	return output(ctx, root, nil, "go", "tool", "-n", "-modfile=hack/tools/shared/go.mod", command)
 }
 
 func output(ctx context.Context, dir string, env []string, program string, args ...string) (string, error) {

@@ -1,7 +1,7 @@
 // Package monitoring reads the monitoring kit of config/monitoring — the PrometheusRule, the Grafana dashboard and
 // the kube-state-metrics configuration — for the tests that check it: the rule unit tests run by Prometheus'
 // promtool (this package's tests), and the end-to-end test that checks every metric the kit names against what
-// the running binary serves. The Prometheus tools are pinned in hack/tools/promtool and run with go tool.
+// the running binary serves. The Prometheus tools are pinned in hack/tools/shared and run with go tool.
 package monitoring
 
 import (
@@ -140,7 +140,7 @@ var (
 )
 
 // MetricNames returns the metric names each PromQL expression selects, parsed by Prometheus' own parser
-// (hack/tools/promtool/promql-names).
+// (hack/tools/shared/promql-names).
 func MetricNames(root string, exprs []string) (map[string][]string, error) {
 	in, err := json.Marshal(exprs)
 	if err != nil {
@@ -157,16 +157,19 @@ func MetricNames(root string, exprs []string) (map[string][]string, error) {
 	return names, nil
 }
 
-// Promtool runs Prometheus' promtool, pinned in hack/tools/promtool, and returns what it wrote.
+// Promtool runs Prometheus' promtool, pinned in hack/tools/shared, and returns what it wrote.
 func Promtool(root string, args ...string) ([]byte, error) {
 	return Tool(root, nil, append([]string{"tool", "promtool"}, args...)...)
 }
 
-// Tool runs the go command in the tools module hack/tools/promtool (go tool, go run: both cache what they
-// build), and returns its standard output; a failure carries the standard error.
+// Tool runs the go command in the tools module hack/tools/shared (go tool, go run: both cache what they
+// build), and returns its standard output; a failure carries the standard error. GOFLAGS is cleared: go tool
+// takes no build flags, and go run shares Prometheus' compiled packages with promtool only when built the same
+// way.
 func Tool(root string, stdin *bytes.Reader, args ...string) ([]byte, error) {
 	cmd := exec.Command("go", args...)
-	cmd.Dir = filepath.Join(root, "hack", "tools", "promtool")
+	cmd.Dir = filepath.Join(root, "hack", "tools", "shared")
+	cmd.Env = append(os.Environ(), "GOFLAGS=")
 	if stdin != nil {
 		cmd.Stdin = stdin
 	}

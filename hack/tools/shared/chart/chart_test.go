@@ -1,8 +1,8 @@
-// The chart's tests live in the module that pins Helm (hack/tools/helm, whose helm the real-node install runs),
+// The chart's tests live in the module that pins Helm (hack/tools/shared, whose helm the real-node install runs),
 // not in the operator's: Helm's SDK needs a newer Kubernetes library than the operator is built with. They render
 // charts/fluxdeployer with Helm's install action as `helm template` does, and compare it with config/default as
 // the pinned kustomize builds it.
-package helm
+package chart
 
 import (
 	"bytes"
@@ -35,7 +35,7 @@ const (
 )
 
 var (
-	repoRoot = filepath.Join("..", "..", "..")
+	repoRoot = filepath.Join("..", "..", "..", "..")
 	chartDir = filepath.Join(repoRoot, "charts", "fluxdeployer")
 )
 

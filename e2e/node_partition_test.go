@@ -93,6 +93,7 @@ func TestNodePartition(t *testing.T) {
 	})
 	t.Logf("the partitioned leader's container seen ended %s after the partition began: %s", time.Since(partitioned).Round(100*time.Millisecond),
 		lastTermination(leader))
+	logs := endedContainerLog(t, realNode, leader)
 	if d := time.Since(partitioned); d <= leaseDuration {
 		t.Fatalf("the partition lasted %s, not longer than the Lease's duration %s", d, leaseDuration)
 	}
@@ -114,10 +115,6 @@ func TestNodePartition(t *testing.T) {
 		t.Errorf("the partitioned pod %s restarted %d times, want once; last termination %s", leader.Name, n, lastTermination(leader))
 	}
 	// It ended because it lost its leadership, not for another reason (a failed probe, a crash).
-	logs, err := realNode.PodLogs(ctx, leader.Namespace, leader.Name, true)
-	if err != nil {
-		t.Fatal(err)
-	}
 	lost := slices.DeleteFunc(strings.Split(logs, "\n"), func(l string) bool { return !strings.Contains(l, "leader election lost") })
 	if len(lost) == 0 {
 		t.Errorf("the partitioned leader's container ended without losing its leadership; its last lines:\n%s", tailLines(logs, 20))
@@ -218,6 +215,31 @@ func restarts(p *corev1.Pod) int32 {
 		n += c.RestartCount
 	}
 	return n
+}
+
+// endedContainerLog returns what the pod's container printed before it last ended, read as soon as it has ended:
+// its log while the kubelet keeps the ended container, else the tail of it the kubelet recorded in the pod's status
+// when it ended (the operator's terminationMessagePolicy is FallbackToLogsOnError), which outlives the container.
+func endedContainerLog(t *testing.T, realNode *node.Cluster, pod *corev1.Pod) string {
+	t.Helper()
+	ctx := context.Background()
+	logs, err := realNode.PodLogs(ctx, pod.Namespace, pod.Name, true)
+	// The kubelet answers 200 with its error as the body when the runtime no longer has the container.
+	if err == nil && !strings.HasPrefix(logs, "unable to retrieve container logs") {
+		return logs
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+		t.Fatal(err)
+	}
+	var message string
+	if len(pod.Status.ContainerStatuses) > 0 && pod.Status.ContainerStatuses[0].LastTerminationState.Terminated != nil {
+		message = pod.Status.ContainerStatuses[0].LastTerminationState.Terminated.Message
+	}
+	if message == "" {
+		t.Fatalf("the ended container of %s: no log (%v %s) and no termination message in the pod's status", pod.Name, err, logs)
+	}
+	t.Logf("the ended container of %s is gone (%v %s); its termination message is the tail of its log", pod.Name, err, logs)
+	return message
 }
 
 // lastTermination describes how the pod's first container last ended.

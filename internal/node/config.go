@@ -100,12 +100,16 @@ authorization:
 resolvConf: DIR/etc/resolv.conf
 clusterDomain: cluster.local
 serializeImagePulls: false
-# The imported images are all the node has: never collect them, and evict nothing for a busy disk.
+# The imported images are all the node has: never collect them. The disk is the machine's, shared with builds
+# whose use comes and goes: no disk signal may make the kubelet reclaim, which removes every ended container
+# (and with it the log a test reads) and evicts pods ("0%" turns a signal off).
 imageGCHighThresholdPercent: 100
 evictionHard:
   memory.available: 100Mi
-  nodefs.available: 1%
-  imagefs.available: 1%
+  nodefs.available: "0%"
+  nodefs.inodesFree: "0%"
+  imagefs.available: "0%"
+  imagefs.inodesFree: "0%"
 # The kubelet's files stay under DIR (defaults: /var/log/pods, /usr/libexec/kubernetes/kubelet-plugins/volume/exec).
 podLogsDir: DIR/pod-logs
 volumePluginDir: DIR/kubelet-plugins/volume/exec

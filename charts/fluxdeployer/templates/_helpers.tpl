@@ -147,6 +147,9 @@ spec:
         httpGet:
           path: /readyz
           port: healthz
+      # When the process ends in error (leader election lost, a failed start), the kubelet keeps the tail of its
+      # log in the pod's status (lastState.terminated.message), so the reason outlives the container.
+      terminationMessagePolicy: FallbackToLogsOnError
       securityContext:
         {{- toYaml $v.securityContext | nindent 8 }}
       resources:

@@ -71,9 +71,24 @@ helm_source() {
   return 1
 }
 
+# align_with_flux makes helm-controller's build select, for each module it shares with source- and
+# kustomize-controller, the newer of its own version and the one hack/tools/flux selects: a local module that
+# requires what the tools module requires joins its module graph, and minimal version selection takes the higher
+# of the two, as for any module depending on both. The Go build cache keys a package by its whole dependency
+# closure, so only then do the packages the controllers and the operator share (the Kubernetes client,
+# controller-runtime, Flux's runtime and APIs) compile once for all of them.
+align_with_flux() {
+  local src=$1 versions=$1/../flux-versions
+  mkdir -p "$versions"
+  { echo "module fluxdeployer.local/flux-versions"; sed -n '/^go /p; /^require (/,/^)/p' "$root/hack/tools/flux/go.mod"; } >"$versions/go.mod"
+  (cd "$src" && go mod edit -replace=fluxdeployer.local/flux-versions=../flux-versions &&
+    go get fluxdeployer.local/flux-versions@v0.0.0) >&2
+}
+
 out=$dir/helm-controller
 if [ ! -x "$out" ]; then
   src=$(helm_source)
+  align_with_flux "$src"
   mkdir -p "$dir"
   echo "building helm-controller from $src into $dir (first run only, about 5 minutes)" >&2
   (cd "$src" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$out.tmp" .) >&2

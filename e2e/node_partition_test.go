@@ -121,6 +121,11 @@ func TestNodePartition(t *testing.T) {
 	} else {
 		t.Logf("the partitioned leader's container said: %s", strings.Join(lost, "\n"))
 	}
+	// What kubectl describe shows of it after the container is gone: the kubelet kept the tail of its log in the
+	// pod's status (the operator's terminationMessagePolicy FallbackToLogsOnError).
+	if term := lastTerminated(leader); term == nil || !strings.Contains(term.Message, "leader election lost") {
+		t.Errorf("the partitioned pod %s's last termination %+v, want a message with \"leader election lost\"", leader.Name, term)
+	}
 	stoppedLeading := renewFailed(t, logs, partitioned)
 
 	// What it looks like from outside: an event on the Lease says the standby became leader, and the replicas'
@@ -232,8 +237,8 @@ func endedContainerLog(t *testing.T, realNode *node.Cluster, pod *corev1.Pod) st
 		t.Fatal(err)
 	}
 	var message string
-	if len(pod.Status.ContainerStatuses) > 0 && pod.Status.ContainerStatuses[0].LastTerminationState.Terminated != nil {
-		message = pod.Status.ContainerStatuses[0].LastTerminationState.Terminated.Message
+	if term := lastTerminated(pod); term != nil {
+		message = term.Message
 	}
 	if message == "" {
 		t.Fatalf("the ended container of %s: no log (%v %s) and no termination message in the pod's status", pod.Name, err, logs)
@@ -242,12 +247,20 @@ func endedContainerLog(t *testing.T, realNode *node.Cluster, pod *corev1.Pod) st
 	return message
 }
 
+// lastTerminated is how the pod's first container last ended, nil if it never did.
+func lastTerminated(p *corev1.Pod) *corev1.ContainerStateTerminated {
+	if len(p.Status.ContainerStatuses) == 0 {
+		return nil
+	}
+	return p.Status.ContainerStatuses[0].LastTerminationState.Terminated
+}
+
 // lastTermination describes how the pod's first container last ended.
 func lastTermination(p *corev1.Pod) string {
-	if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].LastTerminationState.Terminated == nil {
+	term := lastTerminated(p)
+	if term == nil {
 		return "none"
 	}
-	term := p.Status.ContainerStatuses[0].LastTerminationState.Terminated
 	return fmt.Sprintf("exit code %d (%s) after running %s", term.ExitCode, term.Reason, term.FinishedAt.Sub(term.StartedAt.Time).Round(time.Second))
 }
 

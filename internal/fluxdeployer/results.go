@@ -40,24 +40,19 @@ type servicePort struct {
 // everything it renders for this ArtifactDeployment, and count only when the deployment Flux object's inventory
 // lists them: in a target namespace other tenants deploy into too, anyone may put the label on a Service.
 func (r *Reconciler) collectResults(ctx context.Context, ad *konfidencev1.ArtifactDeployment, t target, deployment fluxObject) error {
-	reader, err := r.targetReader(ctx, ad.Namespace, t)
-	if err != nil {
-		return err
-	}
-	services := &corev1.ServiceList{}
-	if err := reader.List(ctx, services, client.InNamespace(t.namespace),
-		client.MatchingLabels{konfidencev1.ArtifactDeploymentLabel: ad.Name}); err != nil {
-		return listFailed(t, err)
-	}
 	deployed := map[types.NamespacedName]bool{}
 	for _, ref := range inventory.Of(deployment) {
-		if ref.IsService() {
+		if ref.IsService() && ref.Namespace == t.namespace {
 			deployed[types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}] = true
 		}
 	}
+	services, err := r.labelledServices(ctx, ad, t, deployed)
+	if err != nil {
+		return err
+	}
 	claimedBy := map[string]string{}
 	var results []konfidencev1.DeploymentResult
-	for _, svc := range services.Items {
+	for _, svc := range services {
 		name, ok := svc.Annotations[konfidencev1.DeploymentResultLabel]
 		if !ok || !deployed[client.ObjectKeyFromObject(&svc)] {
 			continue
@@ -85,6 +80,39 @@ func (r *Reconciler) collectResults(ctx context.Context, ad *konfidencev1.Artifa
 	conditions.MarkTrue(ad, konfidencev1.DeploymentResultCreatedCondition, meta.SucceededReason,
 		"%d deployment results from Services in %s", len(results), t.namespace)
 	return nil
+}
+
+// labelledServices lists the Services in the target namespace that carry the deployment's label. The local
+// cluster's are read from the cache, which may not have seen a Service Flux has just applied when the Flux object
+// already reports it deployed; when a Service of the inventory is missing there, they are listed again from the API
+// server, so that an ArtifactDeployment never turns Ready with a result missing.
+func (r *Reconciler) labelledServices(ctx context.Context, ad *konfidencev1.ArtifactDeployment, t target, deployed map[types.NamespacedName]bool) ([]corev1.Service, error) {
+	reader, err := r.targetReader(ctx, ad.Namespace, t)
+	if err != nil {
+		return nil, err
+	}
+	list := func(reader client.Reader) ([]corev1.Service, error) {
+		services := &corev1.ServiceList{}
+		if err := reader.List(ctx, services, client.InNamespace(t.namespace),
+			client.MatchingLabels{konfidencev1.ArtifactDeploymentLabel: ad.Name}); err != nil {
+			return nil, listFailed(t, err)
+		}
+		return services.Items, nil
+	}
+	services, err := list(reader)
+	if err != nil || t.kubeConfig != nil {
+		return services, err
+	}
+	seen := 0
+	for _, svc := range services {
+		if deployed[client.ObjectKeyFromObject(&svc)] {
+			seen++
+		}
+	}
+	if seen == len(deployed) {
+		return services, nil
+	}
+	return list(r.apiReader)
 }
 
 // listFailed classifies a failed Service list: a remote target that did not answer in time has a reason of its

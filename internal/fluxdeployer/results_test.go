@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -83,6 +84,25 @@ func TestDeploymentResults(t *testing.T) {
 			t.Errorf("results recorded despite the duplicate: %+v", got.Status.DeploymentResult)
 		}
 		assertEvent(t, drainEvents(recorder), corev1.EventTypeWarning, konfidencev1.DuplicateDeploymentResultReason)
+	})
+
+	t.Run("a Service the cache has not seen yet", func(t *testing.T) {
+		ns := "results-lagging-cache"
+		h.namespace(t, ns)
+		h.configMap(t, ns, nil)
+		r, _ := h.direct(ns)
+		// The Flux object reports the Service applied before the deployer's cache has seen it.
+		r.serviceReader = laggingCache{r.serviceReader}
+		ad := deployed(t, h, r, ns, serviceID(ns, "api-1-2-3-e1mvwibzp5"))
+		h.create(t, service(ns, "api-1-2-3-e1mvwibzp5", ad.Name, "api", http))
+		got, err := h.reconcile(t, r, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertCondition(t, got, meta.ReadyCondition, True, meta.SucceededReason)
+		assertResults(t, got, map[string]serviceResultSpec{
+			"api": {Namespace: ns, K8sName: "api-1-2-3-e1mvwibzp5", Ports: []servicePort{{Name: "http", Port: 80, Protocol: "TCP"}}},
+		})
 	})
 
 	t.Run("remote target through its kubeconfig", func(t *testing.T) {
@@ -216,6 +236,16 @@ func assertResults(t *testing.T, ad *konfidencev1.ArtifactDeployment, want map[s
 func kubeconfig(t *testing.T, h *harness) []byte {
 	t.Helper()
 	return write(t, kubeconfigConfig(h))
+}
+
+// laggingCache is a cache that has not yet seen any Service: it lists none.
+type laggingCache struct{ client.Reader }
+
+func (laggingCache) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	if _, ok := list.(*corev1.ServiceList); !ok {
+		return fmt.Errorf("laggingCache lists only Services, not %T", list)
+	}
+	return nil
 }
 
 // unusableReader fails the test when the local cluster is read where only the remote one may be.

@@ -6,15 +6,20 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fluxdeployer/fluxdeployer/internal/controlplane"
+	"github.com/fluxdeployer/fluxdeployer/internal/node"
 	"github.com/fluxdeployer/fluxdeployer/internal/testenv"
 )
 
@@ -24,7 +29,8 @@ const chartRelease = "fluxdeployer-helm"
 // TestNodeOperatorFromTheChart installs the operator a second time, from charts/fluxdeployer with the pinned helm
 // CLI, next to the one dist/install.yaml installed, into a namespace with config/default's Pod Security labels
 // (restricted): both Deployments are Available through the kubelet's probes, the chart's pod holds the Lease of its
-// namespace, and its metrics answer through its Service. The chart's instance watches only its own namespace
+// namespace, and the metrics of both answer through their Services. On this machine's node, the kubelet runs both
+// operators as 65532 on a read-only root filesystem, with GOMEMLIMIT from the container's memory limit. The chart's instance watches only its own namespace
 // (--watch-all-namespaces=false, bound by a RoleBinding there), so the two never reconcile the same objects, and
 // the CRDs are the installed ones (crds.install=false). helm uninstall removes the release. The chart's kubeVersion
 // constraint is checked by helm against the version the node's API server reports.
@@ -73,14 +79,81 @@ func TestNodeOperatorFromTheChart(t *testing.T) {
 		return nil
 	})
 
+	for _, installed := range []struct{ namespace, deployment string }{
+		{operatorNamespace(), "fluxdeployer"}, // dist/install.yaml's
+		{ns, chartRelease},
+	} {
+		assertOperatorAsInstalled(t, installed.namespace, installed.deployment)
+	}
+}
+
+// assertOperatorAsInstalled checks the operator a user installed as the Deployment: its metrics answer through its
+// Service, and on this machine's node its one process runs as 65532:65532 on a read-only root filesystem with
+// GOMEMLIMIT equal to the container's memory limit in bytes (both installers' limit is 512Mi).
+func assertOperatorAsInstalled(t *testing.T, namespace, deployment string) {
+	t.Helper()
+	ctx := context.Background()
 	svc := &corev1.Service{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: chartRelease + "-metrics"}, svc); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: deployment + "-metrics"}, svc); err != nil {
 		t.Fatal(err)
 	}
-	metrics := realCluster.RunClient(t, ns, fmt.Sprintf("http://%s:8080/metrics", svc.Spec.ClusterIP))
+	metrics := realCluster.RunClient(t, namespace, fmt.Sprintf("http://%s:8080/metrics", svc.Spec.ClusterIP))
 	if !strings.Contains(metrics, "controller_runtime_reconcile_total") {
-		t.Errorf("metrics through Service %s: no controller_runtime_reconcile_total in:\n%.2000s", svc.Name, metrics)
+		t.Errorf("metrics through Service %s/%s: no controller_runtime_reconcile_total in:\n%.2000s", namespace, svc.Name, metrics)
 	}
+	if _, onThisMachine := realCluster.(*node.Cluster); !onThisMachine {
+		return
+	}
+	pod := deploymentPod(t, namespace, deployment)
+	pid, err := node.ContainerPID(pod, "manager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if status := proc("status"); !strings.Contains(status, "\nUid:\t65532\t65532\t65532\t65532\n") || !strings.Contains(status, "\nGid:\t65532\t65532\t65532\t65532\n") {
+		t.Errorf("the process of %s/%s does not run as 65532:65532:\n%s", namespace, pod.Name, status)
+	}
+	if opts := rootMountOptions(proc("mountinfo")); !strings.HasPrefix(opts, "ro,") && opts != "ro" {
+		t.Errorf("the root filesystem of %s/%s is mounted %q, want read-only", namespace, pod.Name, opts)
+	}
+	if env, err := node.ContainerEnv(pod, "manager"); err != nil || env["GOMEMLIMIT"] != "536870912" {
+		t.Errorf("the GOMEMLIMIT of %s/%s is %q, want 536870912 (its memory limit, 512Mi): %v %v", namespace, pod.Name, env["GOMEMLIMIT"], env, err)
+	}
+}
+
+// deploymentPod returns the one pod of the Deployment that is not being deleted.
+func deploymentPod(t *testing.T, namespace, deployment string) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	d := &appsv1.Deployment{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: deployment}, d); err != nil {
+		t.Fatal(err)
+	}
+	pods := &corev1.PodList{}
+	if err := env.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
+		t.Fatal(err)
+	}
+	live := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+	if len(live) != 1 {
+		t.Fatalf("Deployment %s/%s has %d pods, want one: %s", namespace, deployment, len(live), realCluster.PodStates(ctx, namespace, nil))
+	}
+	return &live[0]
+}
+
+// rootMountOptions returns the per-mount options of "/" in a mountinfo.
+func rootMountOptions(mountinfo string) string {
+	for line := range strings.Lines(mountinfo) {
+		if f := strings.Fields(line); len(f) > 5 && f[4] == "/" {
+			return f[5]
+		}
+	}
+	return ""
 }
 
 // podSecurityLabels are the pod-security.kubernetes.io labels config/default puts on the operator's namespace.

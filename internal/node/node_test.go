@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -104,4 +105,28 @@ func TestNodeRunsPodsAndLeavesNothing(t *testing.T) {
 	if left := Leftovers(dir); len(left) > 0 {
 		t.Errorf("left behind after Stop:\n%v", left)
 	}
+}
+
+// startNode starts a node for the test (skipping it without root), logs its start times, and stops it when the
+// test ends, logging the node's programs' last lines if the test failed.
+func startNode(t *testing.T) *Cluster {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a node needs root (network and mount namespaces, cgroups)")
+	}
+	begin := time.Now()
+	c, err := Start(context.Background(), os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("node started in %s: %v", time.Since(begin).Round(10*time.Millisecond), c.Started)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(c.Logs("kubelet", "containerd"))
+		}
+		if err := c.Stop(); err != nil {
+			t.Errorf("stopping the node: %v", err)
+		}
+	})
+	return c
 }

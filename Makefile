@@ -104,10 +104,9 @@ test-node: ## The real-node suites: make e2e-node, then make e2e-upgrade.
 	$(MAKE) e2e-upgrade
 
 .PHONY: test-chart
-test-chart: ## Render and lint charts/fluxdeployer with Helm's SDK and compare it with config/default (in hack/tools/shared, the module that pins Helm).
-	@# Without -trimpath: go tool, which builds the module's tools, takes no build flags, and the chart's tests share
-	@# Helm's compiled packages with the helm the real-node tests run only when built the same way.
-	cd hack/tools/shared && GOFLAGS= go test ./... -count=1
+test-chart: ## Render and lint charts/fluxdeployer with Helm's SDK and compare it with config/default (in hack/tools/flux, the module of the Flux controllers, which are built on Helm's SDK).
+	@# -trimpath, as the controllers' build (hack/flux-assets.sh): the tests then reuse Helm's compiled packages.
+	cd hack/tools/flux && go test ./chart -count=1
 
 .PHONY: e2e
 e2e: ## End-to-end tests: on the embedded control plane, or on an existing cluster with E2E_KUBECONFIG (Flux and the operator installed; E2E_REGISTRY_HOST: this machine's address as the cluster's pods reach it; E2E_KIND_CLUSTER: its name when it is kind, to run the TestNode tests there too).

@@ -60,7 +60,7 @@ func TestNodeOperatorFromTheChart(t *testing.T) {
 	if err := realCluster.WaitAvailable(ctx, 2*time.Minute, ns, chartRelease); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("helm install took %s (the pinned helm built on first use); the chart's Deployment Available %s later",
+	t.Logf("helm install took %s; the chart's Deployment Available %s later",
 		installed.Round(100*time.Millisecond), (time.Since(begin) - installed).Round(100*time.Millisecond))
 
 	// The chart's pod leads in its namespace: the Lease is held by one of its pods.
@@ -180,10 +180,15 @@ func podSecurityLabels(t *testing.T) map[string]string {
 	return labels
 }
 
-// helm runs the helm CLI pinned in hack/tools/shared against the cluster whose pods start, from the repository's root.
+// helm runs the helm CLI hack/flux-assets.sh builds (Helm of the Flux controllers' build) against the cluster
+// whose pods start, from the repository's root.
 func helm(t *testing.T, args ...string) {
 	t.Helper()
-	cmd := exec.Command("go", append([]string{"tool", "-modfile=hack/tools/shared/go.mod", "helm", "--kubeconfig", realKubeconfig}, args...)...)
+	flux, err := controlplane.FluxAssets(os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(flux, "helm"), append([]string{"--kubeconfig", realKubeconfig}, args...)...)
 	cmd.Dir = controlplane.RepoRoot()
 	// Helm's configuration, cache and data of this run only, not the user's.
 	helmHome, err := os.MkdirTemp("", "helm-")

@@ -4,7 +4,10 @@
 #   - source-controller and kustomize-controller v1.9.6 (the newest that build with Go 1.26), from the Go module
 #     proxy through the tools module hack/tools/flux;
 #   - helm-controller v1.6.5 from the Go module proxy where it is served, else from a source snapshot or checkout
-#     (main at 0f61a86, with the v1.6.3 fixes; see helm_source below).
+#     (main at 0f61a86, with the v1.6.3 fixes; see helm_source below);
+#   - the helm CLI the real-node tests and the documents install the chart with: Helm of the version
+#     hack/tools/flux selects for the controllers (helm-controller and source-controller are built on Helm's SDK),
+#     so that of its packages only the CLI's own compile beyond what the controllers' build compiles.
 # When every binary is present it does nothing. Cold, on 2 cores: about 10 minutes for the first two, 5 for
 # helm-controller.
 set -euo pipefail
@@ -20,12 +23,13 @@ mkdir -p "$cache"
 exec 9>"$cache/.build.lock"
 flock 9
 
-# Static and -trimpath, as every build of the project (hack/lib/build.sh), and both in one go build, since they
+# Static and -trimpath, as every build of the project (hack/lib/build.sh), and all in one go build, since they
 # share most of their packages.
 missing=()
 for controller in source-controller kustomize-controller; do
   [ -x "$dir/$controller" ] || missing+=("github.com/fluxcd/$controller")
 done
+[ -x "$dir/helm" ] || missing+=(helm.sh/helm/v4/cmd/helm)
 if [ ${#missing[@]} -gt 0 ]; then
   mkdir -p "$dir"
   tmp=$(mktemp -d "$dir/.build.XXXXXX")

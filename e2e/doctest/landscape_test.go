@@ -40,9 +40,9 @@ type landscape struct {
 }
 
 // buildTools builds, before the test enters its namespaces, the programs the documents call, and returns their
-// folder: kubectl (the control plane's, built with it by hack/test-assets.sh), fluxdeployer, hack/demo, cosign
-// and more of the tools pinned in hack/tools/shared (e.g. "helm").
-func buildTools(t *testing.T, more ...string) string {
+// folder: kubectl (the control plane's, built with it by hack/test-assets.sh), helm (built with the Flux
+// controllers by hack/flux-assets.sh), fluxdeployer, hack/demo and cosign (pinned in hack/tools/shared).
+func buildTools(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	if _, err := controlplane.BuildFluxdeployer(dir); err != nil {
@@ -52,25 +52,29 @@ func buildTools(t *testing.T, more ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(filepath.Join(kube, "kubectl"), filepath.Join(dir, "kubectl")); err != nil {
+	flux, err := controlplane.FluxAssets(os.Stderr)
+	if err != nil {
 		t.Fatal(err)
+	}
+	for name, path := range map[string]string{"kubectl": filepath.Join(kube, "kubectl"), "helm": filepath.Join(flux, "helm")} {
+		if err := os.Symlink(path, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	demo := exec.Command("go", "build", "-o", filepath.Join(dir, "demo"), "./hack/demo")
 	demo.Dir = controlplane.RepoRoot()
 	if out, err := demo.CombinedOutput(); err != nil {
 		t.Fatalf("building hack/demo: %v\n%s", err, out)
 	}
-	for _, tool := range append([]string{"cosign"}, more...) {
-		cmd := exec.Command("go", "tool", "-n", "-modfile=hack/tools/shared/go.mod", tool)
-		cmd.Dir = controlplane.RepoRoot()
-		cmd.Stderr = os.Stderr
-		path, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("building %s: %v", tool, err)
-		}
-		if err := os.Symlink(strings.TrimSpace(string(path)), filepath.Join(dir, tool)); err != nil {
-			t.Fatal(err)
-		}
+	cmd := exec.Command("go", "tool", "-n", "-modfile=hack/tools/shared/go.mod", "cosign")
+	cmd.Dir = controlplane.RepoRoot()
+	cmd.Stderr = os.Stderr
+	path, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("building cosign: %v", err)
+	}
+	if err := os.Symlink(strings.TrimSpace(string(path)), filepath.Join(dir, "cosign")); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }

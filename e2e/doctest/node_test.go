@@ -36,7 +36,7 @@ func TestNodeDocs(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		runInside(t, buildTools(t, "helm"), buildRelease(t), node.HostIP)
+		runInside(t, buildTools(t), buildRelease(t), node.HostIP)
 		return
 	}
 	ctx := context.Background()

@@ -1,5 +1,5 @@
-// The chart's tests live in the module that pins Helm (hack/tools/shared, whose helm the real-node install runs),
-// not in the operator's: Helm's SDK needs a newer Kubernetes library than the operator is built with. They render
+// The chart's tests live in the module that pins Helm (hack/tools/flux, whose helm the real-node install runs and
+// whose Flux controllers are built on Helm's SDK), not in the operator's, which has no use for Helm. They render
 // charts/fluxdeployer with Helm's install action as `helm template` does, and compare it with config/default as
 // the pinned kustomize builds it.
 package chart

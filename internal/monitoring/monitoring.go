@@ -1,7 +1,7 @@
 // Package monitoring reads the monitoring kit of config/monitoring — the PrometheusRule, the Grafana dashboard and
 // the kube-state-metrics configuration — for the tests that check it: the rule unit tests run by Prometheus'
 // promtool (this package's tests), and the end-to-end test that checks every metric the kit names against what
-// the running binary serves. The Prometheus tools are pinned in hack/tools/shared and run with go tool.
+// the running binary serves. The Prometheus tools are pinned in hack/tools/shared and built with the go command there.
 package monitoring
 
 import (
@@ -146,7 +146,7 @@ func MetricNames(root string, exprs []string) (map[string][]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := Tool(root, bytes.NewReader(in), "run", "./promql-names")
+	out, err := tool(root, bytes.NewReader(in), "run", "./promql-names")
 	if err != nil {
 		return nil, err
 	}
@@ -157,26 +157,40 @@ func MetricNames(root string, exprs []string) (map[string][]string, error) {
 	return names, nil
 }
 
-// Promtool runs Prometheus' promtool, pinned in hack/tools/shared, and returns what it wrote.
-func Promtool(root string, args ...string) ([]byte, error) {
-	return Tool(root, nil, append([]string{"tool", "promtool"}, args...)...)
+// BuildPromtool builds Prometheus' promtool, pinned in hack/tools/shared, into dir and returns its path. It is
+// built without Prometheus' service discoveries (the remove_all_sd build tag): checking and testing rules uses
+// none, and the discoveries' cloud SDKs are most of what a build of promtool compiles otherwise.
+func BuildPromtool(root, dir string) (string, error) {
+	bin := filepath.Join(dir, "promtool")
+	_, err := tool(root, nil, "build", "-tags", "remove_all_sd", "-o", bin, "github.com/prometheus/prometheus/cmd/promtool")
+	return bin, err
 }
 
-// Tool runs the go command in the tools module hack/tools/shared (go tool, go run: both cache what they
-// build), and returns its standard output; a failure carries the standard error. GOFLAGS is cleared: go tool
-// takes no build flags, and go run shares Prometheus' compiled packages with promtool only when built the same
-// way.
-func Tool(root string, stdin *bytes.Reader, args ...string) ([]byte, error) {
+// Promtool runs the promtool BuildPromtool built and returns what it wrote; a failure carries the standard error.
+func Promtool(bin string, args ...string) ([]byte, error) {
+	return output(exec.Command(bin, args...), nil)
+}
+
+// tool runs the go command in the tools module hack/tools/shared (go build, go run) and returns its standard
+// output; a failure carries the standard error. GOFLAGS is cleared: the tools module's go tool builds (syft,
+// cosign) take no build flags, and they share Prometheus' and the clouds' compiled packages with these builds
+// only when built the same way.
+func tool(root string, stdin *bytes.Reader, args ...string) ([]byte, error) {
 	cmd := exec.Command("go", args...)
 	cmd.Dir = filepath.Join(root, "hack", "tools", "shared")
 	cmd.Env = append(os.Environ(), "GOFLAGS=")
+	return output(cmd, stdin)
+}
+
+// output runs cmd with stdin, if any, and returns its standard output; a failure carries the standard error.
+func output(cmd *exec.Cmd, stdin *bytes.Reader) ([]byte, error) {
 	if stdin != nil {
 		cmd.Stdin = stdin
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return stdout.Bytes(), fmt.Errorf("go %s: %w\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		return stdout.Bytes(), fmt.Errorf("%s: %w\n%s%s", strings.Join(cmd.Args, " "), err, stdout.String(), stderr.String())
 	}
 	return stdout.Bytes(), nil
 }

@@ -39,12 +39,16 @@ func TestAlertRules(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if out, err := monitoring.Promtool(root, "check", "rules", filepath.Join(dir, rulesFile)); err != nil {
+	promtool, err := monitoring.BuildPromtool(root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := monitoring.Promtool(promtool, "check", "rules", filepath.Join(dir, rulesFile)); err != nil {
 		t.Fatalf("promtool check rules: %v", err)
 	} else {
 		t.Logf("promtool check rules:\n%s", out)
 	}
-	if out, err := monitoring.Promtool(root, "test", "rules", filepath.Join(dir, "rules_test.yaml")); err != nil {
+	if out, err := monitoring.Promtool(promtool, "test", "rules", filepath.Join(dir, "rules_test.yaml")); err != nil {
 		t.Fatalf("promtool test rules: %v", err)
 	} else {
 		t.Logf("promtool test rules:\n%s", out)

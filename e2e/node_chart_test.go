@@ -30,9 +30,9 @@ const chartRelease = "fluxdeployer-helm"
 // CLI, next to the one dist/install.yaml installed, into a namespace with config/default's Pod Security labels
 // (restricted): both Deployments are Available through the kubelet's probes, the chart's pod holds the Lease of its
 // namespace, and the metrics of both answer through their Services. On this machine's node, the kubelet runs both
-// operators as 65532 on a read-only root filesystem, with GOMEMLIMIT from the container's memory limit. The chart's instance watches only its own namespace
-// (--watch-all-namespaces=false, bound by a RoleBinding there), so the two never reconcile the same objects, and
-// the CRDs are the installed ones (crds.install=false). helm uninstall removes the release. The chart's kubeVersion
+// operators as 65532 on a read-only root filesystem, with GOMEMLIMIT from the container's memory limit. The
+// chart's instance watches only its own namespace (--watch-all-namespaces=false, bound by a RoleBinding there), so
+// the two never reconcile the same objects, and the CRDs are the installed ones (crds.install=false). helm uninstall removes the release. The chart's kubeVersion
 // constraint is checked by helm against the version the node's API server reports.
 func TestNodeOperatorFromTheChart(t *testing.T) {
 	requireNode(t)

@@ -76,8 +76,9 @@ test: ## Lint, unit, envtest, end-to-end, real-node, upgrade and short fuzz test
 
 .PHONY: test-embedded
 test-embedded: ## Lint, unit, envtest, end-to-end on the embedded control plane, release, chart and short fuzz tests.
+	@# No make vet: make lint's govet runs every analyzer go vet runs (golangci-lint's default set for it is go
+	@# vet's), on the tests too, and a second pass only repeated that work.
 	$(MAKE) lint
-	$(MAKE) vet
 	$(MAKE) verify-generated
 	@# First, so that the release's images for both architectures, syft and cosign are built once, before the
 	@# tests that use them run side by side.
@@ -91,8 +92,8 @@ test-go: ## go test ./... on the embedded control plane (envtest, real Flux, Chr
 	@# envtest runs a real kube-apiserver and etcd, and e2e/ adds kube-controller-manager and the real Flux source-,
 	@# kustomize- and helm-controller, all built from source into a cache outside the clone on first use.
 	@# The web view's browser test drives Debian's Chromium (hack/browser-assets.sh installs it); its screenshots
-	@# are kept in bin/test-artifacts. -vet=off: make vet, which make test runs first, runs every
-	@# analyzer of go test's vet subset and more, so go test's own vet pass would only repeat that work.
+	@# are kept in bin/test-artifacts. -vet=off: make lint, which make test runs first, runs every analyzer of
+	@# go test's vet subset and more (govet), so go test's own vet pass would only repeat that work.
 	mkdir -p bin/test-artifacts
 	assets=$$(hack/test-assets.sh) && flux=$$(hack/flux-assets.sh) && chromium=$$(hack/browser-assets.sh) && \
 		KUBEBUILDER_ASSETS=$$assets FLUX_ASSETS=$$flux CHROMIUM=$$chromium \

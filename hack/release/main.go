@@ -1,7 +1,7 @@
 // Command release completes a release in a directory where `hack/image -arch amd64,arm64 -layout
 // <dist>/image-index` has written the image index, as `make release` runs it:
 //
-//   - sbom-linux-<arch>.spdx.json: syft's SPDX JSON of each architecture's image,
+//   - sbom-linux-<arch>.spdx.json: an SPDX 2.3 JSON SBOM of each architecture's image (sbom.go),
 //   - a cosign signature of the index digest, added to image-index as cosign lays out a signed image (so that
 //     `cosign verify --local-image` checks it offline and `cosign load` pushes image and signature together),
 //     and cosign.pub, the public key that verifies it,
@@ -12,8 +12,8 @@
 // Signing: -key (default $COSIGN_KEY, with $COSIGN_PASSWORD) is a cosign key reference for a real release (a
 // file, env://VAR or a KMS URI); without one an ephemeral key pair is generated in a temporary directory and
 // only its public key is kept. Nothing goes to Fulcio or Rekor: cosign signs with the key, without a
-// transparency log entry, the index pushed to a registry on loopback for the purpose. syft and cosign are the
-// versions pinned in hack/tools.
+// transparency log entry, the index pushed to a registry on loopback for the purpose. cosign is the version
+// pinned in hack/tools.
 //
 //	go run ./hack/release -dist dist -img ghcr.io/fluxdeployer/fluxdeployer:v0.1.0
 package main
@@ -102,8 +102,7 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 	pinned := tag.String() + "@" + desc.Digest.String()
 	_, _ = fmt.Fprintf(progress, "releasing %s\n", pinned)
 
-	// The SBOMs first: syft reads the layout before the signatures image joins it.
-	sboms, err := writeSBOMs(ctx, root, o.dist, tag.Context(), index)
+	sboms, err := writeSBOMs(o.dist, tag, index)
 	if err != nil {
 		return err
 	}
@@ -184,46 +183,6 @@ func output(ctx context.Context, dir string, env []string, program string, args 
 		return "", fmt.Errorf("%s %s: %w: %s", filepath.Base(program), strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return strings.TrimSpace(string(out)), nil
-}
-
-// platforms are the index's platforms, os/arch, in its order.
-func platforms(index v1.ImageIndex) ([]string, error) {
-	m, err := index.IndexManifest()
-	if err != nil {
-		return nil, err
-	}
-	var ps []string
-	for _, d := range m.Manifests {
-		if d.Platform == nil {
-			return nil, fmt.Errorf("index entry %s names no platform", d.Digest)
-		}
-		ps = append(ps, d.Platform.OS+"/"+d.Platform.Architecture)
-	}
-	return ps, nil
-}
-
-// writeSBOMs writes an SPDX JSON SBOM of each architecture's image, named as the released repository (not the
-// directory it was read from), and returns their file names. syft is told not to look for its own updates, so
-// that it runs offline.
-func writeSBOMs(ctx context.Context, root, dist string, repo name.Repository, index v1.ImageIndex) ([]string, error) {
-	syft, err := tool(ctx, root, "syft")
-	if err != nil {
-		return nil, err
-	}
-	ps, err := platforms(index)
-	if err != nil {
-		return nil, err
-	}
-	var files []string
-	for _, p := range ps {
-		file := sbomPrefix + strings.ReplaceAll(p, "/", "-") + sbomSuffix
-		if _, err := output(ctx, "", []string{"SYFT_CHECK_FOR_APP_UPDATE=false"}, syft, "scan", "--quiet",
-			"oci-dir:"+filepath.Join(dist, layoutDir), "--platform", p, "--source-name", repo.Name(), "-o", "spdx-json="+filepath.Join(dist, file)); err != nil {
-			return nil, err
-		}
-		files = append(files, file)
-	}
-	return files, nil
 }
 
 // sign signs the index digest with cosign and adds the signatures image to the layout. cosign signs images in

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"maps"
@@ -71,7 +72,7 @@ func TestRelease(t *testing.T) {
 	t.Run("image index", func(t *testing.T) { deps = checkIndex(t, index) })
 	t.Run("tarball", func(t *testing.T) { checkArchive(t, dist) })
 	t.Run("install.yaml", func(t *testing.T) { checkInstaller(t, dist, tag.String()+"@"+desc.Digest.String()) })
-	t.Run("SBOM", func(t *testing.T) { checkSBOMs(t, dist, tag.Context(), index, deps) })
+	t.Run("SBOM", func(t *testing.T) { checkSBOMs(t, dist, tag, index, deps) })
 	t.Run("signature", func(t *testing.T) { checkSignature(t, dist, tag, index, desc) })
 }
 
@@ -285,17 +286,40 @@ type spdxDocument struct {
 	SPDXVersion string `json:"spdxVersion"`
 	Name        string `json:"name"`
 	Packages    []struct {
+		ID                    string `json:"SPDXID"`
 		Name                  string `json:"name"`
 		VersionInfo           string `json:"versionInfo"`
 		PrimaryPackagePurpose string `json:"primaryPackagePurpose"`
 	} `json:"packages"`
+	Files []struct {
+		ID        string         `json:"SPDXID"`
+		FileName  string         `json:"fileName"`
+		Checksums []spdxChecksum `json:"checksums"`
+	} `json:"files"`
+	Relationships []struct {
+		A    string `json:"spdxElementId"`
+		Type string `json:"relationshipType"`
+		B    string `json:"relatedSpdxElement"`
+	} `json:"relationships"`
+}
+
+type spdxChecksum struct {
+	Algorithm string `json:"algorithm"`
+	Value     string `json:"checksumValue"`
 }
 
 // checkSBOMs: each architecture's SBOM is SPDX JSON describing its image, by the released repository and the
-// image's digest, and every Go module of the binary at its version.
-func checkSBOMs(t *testing.T, dist string, repo name.Repository, index v1.ImageIndex, deps map[string]string) {
+// image's digest, which contains every file of the image (the binary's SHA256 that of the image's) and the
+// binary, which depends on every Go module it is built from at its version and on the Go standard library of
+// its toolchain. Written again from the same index, the SBOMs are the same bytes.
+func checkSBOMs(t *testing.T, dist string, tag name.Tag, index v1.ImageIndex, deps map[string]string) {
+	repo := tag.Context()
 	m, err := index.IndexManifest()
 	if err != nil {
+		t.Fatal(err)
+	}
+	again := t.TempDir()
+	if _, err := writeSBOMs(again, tag, index); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range m.Manifests {
@@ -304,17 +328,20 @@ func checkSBOMs(t *testing.T, dist string, repo name.Repository, index v1.ImageI
 		if err != nil {
 			t.Fatal(err)
 		}
+		if rewritten, err := os.ReadFile(filepath.Join(again, file)); err != nil || !bytes.Equal(rewritten, body) {
+			t.Errorf("%s written again from the same index differs (%v)", file, err)
+		}
 		var doc spdxDocument
 		if err := json.Unmarshal(body, &doc); err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
-		if !strings.HasPrefix(doc.SPDXVersion, "SPDX-2.") {
+		if doc.SPDXVersion != "SPDX-2.3" {
 			t.Errorf("%s: spdxVersion %q", file, doc.SPDXVersion)
 		}
-		packages := map[string]string{}
+		packages, ids := map[string]string{}, map[string]string{}
 		var images []string
 		for _, p := range doc.Packages {
-			packages[p.Name] = p.VersionInfo
+			packages[p.Name], ids[p.ID] = p.VersionInfo, p.Name
 			if p.PrimaryPackagePurpose == "CONTAINER" {
 				images = append(images, p.Name+"@"+p.VersionInfo)
 			}
@@ -322,12 +349,48 @@ func checkSBOMs(t *testing.T, dist string, repo name.Repository, index v1.ImageI
 		if want := repo.Name() + "@" + d.Digest.String(); !slices.Equal(images, []string{want}) {
 			t.Errorf("%s describes the images %q, want [%s]", file, images, want)
 		}
-		for path, version := range deps {
-			if packages[path] != version {
-				t.Errorf("%s: module %s is %q, the binary's is %s", file, path, packages[path], version)
+		dependsOn, contains := map[string]bool{}, map[string]bool{}
+		for _, r := range doc.Relationships {
+			switch {
+			case r.A == "SPDXRef-DOCUMENT" && r.Type == "DESCRIBES" && ids[r.B] != repo.Name():
+				t.Errorf("%s describes %s, not the image", file, r.B)
+			case r.Type == "DEPENDS_ON":
+				dependsOn[ids[r.B]] = true
+			case r.Type == "CONTAINS":
+				contains[r.B] = true
 			}
 		}
-		t.Logf("%s: %s, %d packages", file, doc.SPDXVersion, len(doc.Packages))
+		for path, version := range deps {
+			if packages[path] != version || !dependsOn[path] {
+				t.Errorf("%s: module %s is %q (a dependency: %t), the binary's is %s", file, path, packages[path], dependsOn[path], version)
+			}
+		}
+		img, err := index.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		binary := layerFile(t, img, "fluxdeployer")
+		info, err := buildinfo.Read(bytes.NewReader(binary))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if packages["stdlib"] != info.GoVersion || !dependsOn["stdlib"] {
+			t.Errorf("%s: stdlib %q (a dependency: %t), the binary's Go is %s", file, packages["stdlib"], dependsOn["stdlib"], info.GoVersion)
+		}
+		sum := sha256.Sum256(binary)
+		var listed bool
+		for _, f := range doc.Files {
+			if !contains[f.ID] {
+				t.Errorf("%s: the image does not contain the file %s", file, f.FileName)
+			}
+			if f.FileName == "/fluxdeployer" {
+				listed = slices.Contains(f.Checksums, spdxChecksum{Algorithm: "SHA256", Value: hex.EncodeToString(sum[:])})
+			}
+		}
+		if !listed {
+			t.Errorf("%s lists no /fluxdeployer with the binary's SHA256 %x", file, sum)
+		}
+		t.Logf("%s: %s, %d packages, %d files", file, doc.SPDXVersion, len(doc.Packages), len(doc.Files))
 	}
 }
 
@@ -494,4 +557,20 @@ func writeBlob(t *testing.T, p layout.Path, body []byte) (v1.Hash, int64) {
 		t.Fatal(err)
 	}
 	return h, int64(len(body))
+}
+
+// platforms are the index's platforms, os/arch, in its order.
+func platforms(index v1.ImageIndex) ([]string, error) {
+	m, err := index.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	var ps []string
+	for _, d := range m.Manifests {
+		if d.Platform == nil {
+			return nil, fmt.Errorf("index entry %s names no platform", d.Digest)
+		}
+		ps = append(ps, d.Platform.OS+"/"+d.Platform.Architecture)
+	}
+	return ps, nil
 }

@@ -172,9 +172,9 @@ func Promtool(bin string, args ...string) ([]byte, error) {
 }
 
 // tool runs the go command in the tools module hack/tools/shared (go build, go run) and returns its standard
-// output; a failure carries the standard error. GOFLAGS is cleared: the tools module's go tool builds (syft,
-// cosign) take no build flags, and they share Prometheus' and the clouds' compiled packages with these builds
-// only when built the same way.
+// output; a failure carries the standard error. GOFLAGS is cleared: the tools module's go tool build of syft
+// takes no build flags, and it shares Prometheus' and the clouds' compiled packages with these builds only when
+// built the same way.
 func tool(root string, stdin *bytes.Reader, args ...string) ([]byte, error) {
 	cmd := exec.Command("go", args...)
 	cmd.Dir = filepath.Join(root, "hack", "tools", "shared")

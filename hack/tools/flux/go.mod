@@ -1,7 +1,7 @@
 // The Flux controllers the tests run (source- and kustomize-controller; helm-controller builds against these
-// versions too, see hack/flux-assets.sh), and the helm CLI and Helm SDK the chart's tests use (chart/): the
-// controllers are built on Helm's SDK, so one version of it, and of the Kubernetes libraries under it, compiles
-// once for all of them.
+// versions too, see hack/flux-assets.sh), the helm CLI and Helm SDK the chart's tests use (chart/), and the cosign
+// CLI the release signs with: the controllers are built on Helm's SDK, and source-controller on cosign's packages,
+// so one version of each, and of the Kubernetes libraries under them, compiles once for all of them.
 module github.com/fluxdeployer/fluxdeployer/hack/tools/flux
 
 go 1.26.8
@@ -424,4 +424,5 @@ replace github.com/fluxcd/pkg/artifact => github.com/fluxcd/pkg/artifact v0.18.0
 tool (
 	github.com/fluxcd/kustomize-controller
 	github.com/fluxcd/source-controller
+	github.com/sigstore/cosign/v3/cmd/cosign
 )

@@ -80,8 +80,8 @@ test-embedded: ## Lint, unit, envtest, end-to-end on the embedded control plane,
 	@# vet's), on the tests too, and a second pass only repeated that work.
 	$(MAKE) lint
 	$(MAKE) verify-generated
-	@# First, so that the release's images for both architectures, syft and cosign are built once, before the
-	@# tests that use them run side by side.
+	@# First, so that the release's images for both architectures and cosign are built once, before the tests
+	@# that use them run side by side.
 	$(MAKE) test-release
 	$(MAKE) test-go
 	$(MAKE) test-chart

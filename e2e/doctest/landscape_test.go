@@ -41,7 +41,7 @@ type landscape struct {
 
 // buildTools builds, before the test enters its namespaces, the programs the documents call, and returns their
 // folder: kubectl (the control plane's, built with it by hack/test-assets.sh), helm (built with the Flux
-// controllers by hack/flux-assets.sh), fluxdeployer, hack/demo and cosign (pinned in hack/tools/shared).
+// controllers by hack/flux-assets.sh), fluxdeployer, hack/demo and cosign (pinned in hack/tools/flux).
 func buildTools(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -66,14 +66,16 @@ func buildTools(t *testing.T) string {
 	if out, err := demo.CombinedOutput(); err != nil {
 		t.Fatalf("building hack/demo: %v\n%s", err, out)
 	}
-	cmd := exec.Command("go", "tool", "-n", "-modfile=hack/tools/shared/go.mod", "cosign")
-	cmd.Dir = controlplane.RepoRoot()
-	cmd.Stderr = os.Stderr
-	path, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("building cosign: %v", err)
+	// Into bin/ and as hack/flux-assets.sh builds the controllers, whose build compiles most of cosign's packages,
+	// as hack/release builds it.
+	bin := filepath.Join(controlplane.RepoRoot(), "bin", "cosign")
+	cosign := exec.Command("go", "build", "-C", "hack/tools/flux", "-trimpath", "-o", bin, "github.com/sigstore/cosign/v3/cmd/cosign")
+	cosign.Dir = controlplane.RepoRoot()
+	cosign.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cosign.CombinedOutput(); err != nil {
+		t.Fatalf("building cosign: %v\n%s", err, out)
 	}
-	if err := os.Symlink(strings.TrimSpace(string(path)), filepath.Join(dir, "cosign")); err != nil {
+	if err := os.Symlink(bin, filepath.Join(dir, "cosign")); err != nil {
 		t.Fatal(err)
 	}
 	return dir

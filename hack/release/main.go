@@ -11,9 +11,9 @@
 //
 // Signing: -key (default $COSIGN_KEY, with $COSIGN_PASSWORD) is a cosign key reference for a real release (a
 // file, env://VAR or a KMS URI); without one an ephemeral key pair is generated in a temporary directory and
-// only its public key is kept. Nothing goes to Fulcio or Rekor: cosign signs with the key, without a
-// transparency log entry, the index pushed to a registry on loopback for the purpose. cosign is the version
-// pinned in hack/tools.
+// only its public key is kept. Nothing goes to Fulcio, Rekor or Sigstore's TUF repository: cosign signs with the
+// key, in its classic signature format, without a transparency log entry, the index pushed to a registry on
+// loopback for the purpose. cosign is the version pinned in hack/tools/flux.
 //
 //	go run ./hack/release -dist dist -img ghcr.io/fluxdeployer/fluxdeployer:v0.1.0
 package main
@@ -166,13 +166,21 @@ func releasedIndex(dir string, tag name.Tag) (v1.ImageIndex, v1.Descriptor, erro
 	return nil, v1.Descriptor{}, fmt.Errorf("%s has no image index tagged %s", dir, tag.TagStr())
 }
 
-// tool is the path of a tool pinned in hack/tools/shared; go tool builds it on first use and caches it.
-func tool(ctx context.Context, root, command string) (string, error) {
-	return output(ctx, root, nil, "go", "tool", "-n", "-modfile=hack/tools/shared/go.mod", command)
+// cosignBinary is the path of the cosign pinned in hack/tools/flux, built into bin/ as hack/flux-assets.sh builds
+// the Flux controllers (static and -trimpath), whose build compiles most of its packages (go tool takes no build
+// flags, and its build would share none of them); go build relinks it only when it changed.
+func cosignBinary(ctx context.Context, root string) (string, error) {
+	bin, err := filepath.Abs(filepath.Join(root, "bin", "cosign"))
+	if err != nil {
+		return "", err
+	}
+	_, err = output(ctx, root, []string{"CGO_ENABLED=0"}, "go", "build", "-C", "hack/tools/flux", "-trimpath", "-o", bin,
+		"github.com/sigstore/cosign/v3/cmd/cosign")
+	return bin, err
 }
 
 func output(ctx context.Context, dir string, env []string, program string, args ...string) (string, error) {
-	// The programs are go, the tools pinned in hack/tools (their paths from go tool -n) and a script of hack/.
+	// The programs are go, the cosign pinned in hack/tools/flux and a script of hack/.
 	cmd := exec.CommandContext(ctx, program, args...) //nolint:gosec // G702: see above
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
@@ -189,7 +197,7 @@ func output(ctx context.Context, dir string, env []string, program string, args 
 // registries, so the index is pushed to an in-process registry on loopback first; the signature names the
 // released repository (-img's), not the loopback one. Without a key it generates one for this run.
 func sign(ctx context.Context, root string, o options, tag name.Tag, index v1.ImageIndex, desc v1.Descriptor) error {
-	cosign, err := tool(ctx, root, "cosign")
+	cosign, err := cosignBinary(ctx, root)
 	if err != nil {
 		return err
 	}
@@ -225,7 +233,12 @@ func sign(ctx context.Context, root string, o options, tag name.Tag, index v1.Im
 	if err := remote.WriteIndex(repo.Tag(tag.TagStr()), index, remote.WithContext(ctx)); err != nil {
 		return fmt.Errorf("pushing the index to the loopback registry: %w", err)
 	}
-	if _, err := output(ctx, "", env, cosign, "sign", "--yes", "--key", key, "--tlog-upload=false", "--allow-http-registry",
+	// cosign v3 would sign in the Sigstore bundle format, stored as an OCI referrer, with the services of a signing
+	// config it fetches from Sigstore's TUF repository. --use-signing-config=false and --new-bundle-format=false
+	// keep it offline and to the classic signature, the sha256-<hex>.sig image read back below, which cosign v2
+	// verifies too; --tlog-upload=false (deprecated in v3, still honoured) leaves Rekor out.
+	if _, err := output(ctx, "", env, cosign, "sign", "--yes", "--key", key,
+		"--use-signing-config=false", "--new-bundle-format=false", "--tlog-upload=false", "--allow-http-registry",
 		"--sign-container-identity", tag.Context().Name(), repo.Digest(desc.Digest.String()).String()); err != nil {
 		return err
 	}

@@ -399,7 +399,7 @@ func checkSBOMs(t *testing.T, dist string, tag name.Tag, index v1.ImageIndex, de
 // that names another digest, and for another index in the layout.
 func checkSignature(t *testing.T, dist string, tag name.Tag, index v1.ImageIndex, desc v1.Descriptor) {
 	ctx := context.Background()
-	cosign, err := tool(ctx, "../..", "cosign")
+	cosign, err := cosignBinary(ctx, "../..")
 	if err != nil {
 		t.Fatal(err)
 	}

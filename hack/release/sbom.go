@@ -189,7 +189,8 @@ func imageFiles(img v1.Image, path string) ([]*spdx.File, []byte, error) {
 // goModules are the packages of the modules the binary was built from, as it records them (a replaced module
 // by its replacement), and of the Go standard library at the toolchain's version.
 func goModules(info *buildinfo.BuildInfo) []*spdx.Package {
-	mods := []*spdx.Package{goPackage("stdlib", info.GoVersion, "pkg:golang/stdlib@"+info.GoVersion)}
+	mods := make([]*spdx.Package, 0, 1+len(info.Deps))
+	mods = append(mods, goPackage("stdlib", info.GoVersion, "pkg:golang/stdlib@"+info.GoVersion))
 	for _, dep := range info.Deps {
 		if dep.Replace != nil {
 			dep = dep.Replace

@@ -19,7 +19,7 @@ func TestModuleRootAbove(t *testing.T) {
 	}
 	repo := filepath.Join(root, "checkout")
 	write(filepath.Join(repo, "go.mod"), "// comment\nmodule github.com/fluxdeployer/fluxdeployer\n\ngo 1.26\n")
-	write(filepath.Join(repo, "hack", "tools", "shared", "go.mod"), "module github.com/fluxdeployer/fluxdeployer/hack/tools/shared\n")
+	write(filepath.Join(repo, "hack", "tools", "prometheus", "go.mod"), "module github.com/fluxdeployer/fluxdeployer/hack/tools/prometheus\n")
 	write(filepath.Join(root, "other", "go.mod"), "module example.com/other\n")
 	for _, tc := range []struct {
 		from   string

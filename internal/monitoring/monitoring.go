@@ -1,7 +1,7 @@
 // Package monitoring reads the monitoring kit of config/monitoring — the PrometheusRule, the Grafana dashboard and
 // the kube-state-metrics configuration — for the tests that check it: the rule unit tests run by Prometheus'
 // promtool (this package's tests), and the end-to-end test that checks every metric the kit names against what
-// the running binary serves. The Prometheus tools are pinned in hack/tools/shared and built with the go command there.
+// the running binary serves. The Prometheus tools are pinned in hack/tools/prometheus and built with the go command there.
 package monitoring
 
 import (
@@ -140,7 +140,7 @@ var (
 )
 
 // MetricNames returns the metric names each PromQL expression selects, parsed by Prometheus' own parser
-// (hack/tools/shared/promql-names).
+// (hack/tools/prometheus/promql-names).
 func MetricNames(root string, exprs []string) (map[string][]string, error) {
 	in, err := json.Marshal(exprs)
 	if err != nil {
@@ -157,7 +157,7 @@ func MetricNames(root string, exprs []string) (map[string][]string, error) {
 	return names, nil
 }
 
-// BuildPromtool builds Prometheus' promtool, pinned in hack/tools/shared, into dir and returns its path. It is
+// BuildPromtool builds Prometheus' promtool, pinned in hack/tools/prometheus, into dir and returns its path. It is
 // built without Prometheus' service discoveries (the remove_all_sd build tag): checking and testing rules uses
 // none, and the discoveries' cloud SDKs are most of what a build of promtool compiles otherwise.
 func BuildPromtool(root, dir string) (string, error) {
@@ -171,14 +171,11 @@ func Promtool(bin string, args ...string) ([]byte, error) {
 	return output(exec.Command(bin, args...), nil)
 }
 
-// tool runs the go command in the tools module hack/tools/shared (go build, go run) and returns its standard
-// output; a failure carries the standard error. GOFLAGS is cleared: the tools module's go tool builds (syft,
-// cosign) take no build flags, and they share Prometheus' and the clouds' compiled packages with these builds
-// only when built the same way.
+// tool runs the go command in the tools module hack/tools/prometheus (go build, go run) and returns its standard
+// output; a failure carries the standard error.
 func tool(root string, stdin *bytes.Reader, args ...string) ([]byte, error) {
 	cmd := exec.Command("go", args...)
-	cmd.Dir = filepath.Join(root, "hack", "tools", "shared")
-	cmd.Env = append(os.Environ(), "GOFLAGS=")
+	cmd.Dir = filepath.Join(root, "hack", "tools", "prometheus")
 	return output(cmd, stdin)
 }
 

@@ -26,12 +26,20 @@ func (p *Process) Write(b []byte) (int, error) {
 	return p.out.Write(b)
 }
 
-// Tail returns the last n lines the process printed.
+// Tail returns the last n lines the process printed and, once it has ended, how it ended ("exit status 1",
+// "signal: killed"): a process killed from outside prints nothing of its end, and its last line would read as if it
+// still ran.
 func (p *Process) Tail(n int) string {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	lines := strings.Split(strings.TrimSpace(p.out.String()), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+	p.mu.Unlock()
+	tail := strings.Join(lines[max(0, len(lines)-n):], "\n")
+	select {
+	case <-p.exited:
+		return tail + "\n(ended: " + p.cmd.ProcessState.String() + ")"
+	default:
+		return tail
+	}
 }
 
 // Lines returns the lines the process printed that contain substr.

@@ -3,8 +3,9 @@
 # outside the clone, and prints that folder (the node suite's NODE_ASSETS):
 #   - kubelet, kube-scheduler and kube-proxy from the tools module hack/tools/kube, stamped with their version
 #     (hack/lib/build.sh);
-#   - containerd 2.4, its runc shim and ctr from the tools module hack/tools/containerd (Kubernetes 1.36's kubelet
-#     needs containerd 2.x);
+#   - containerd 2.3, its runc shim and ctr from the tools module hack/tools/containerd (Kubernetes 1.36's kubelet
+#     needs containerd 2.x; 2.3 is the newest on Kubernetes 1.36's libraries, as the rest of the project, so that
+#     a first run compiles those once: hack/align-modules.sh);
 #   - runc, the CNI plugins (bridge, host-local, loopback) and the iptables and conntrack tools kube-proxy runs,
 #     installed from Debian's packages when missing.
 # When everything is present it does nothing. Cold, on 2 cores, after hack/test-assets.sh: about 2 minutes for the
@@ -15,7 +16,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=hack/lib/build.sh
 source "$root/hack/lib/build.sh"
-containerd_version=2.4.2
+containerd_version=2.3.6
 cache=${FLUXDEPLOYER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fluxdeployer}
 dir=$cache/node/$kube_version-containerd$containerd_version
 # Test packages run in parallel and each may call this script: one builds, the others wait for it.

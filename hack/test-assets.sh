@@ -11,7 +11,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=hack/lib/build.sh
 source "$root/hack/lib/build.sh"
-etcd_version=3.6.16
+etcd_version=3.6.14
 cache=${FLUXDEPLOYER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fluxdeployer}
 # "stamped": the control plane reports its real version (hack/lib/build.sh); an earlier, unstamped build in the
 # same cache is left behind rather than reused.

@@ -47,7 +47,7 @@ func TestCheck(t *testing.T) {
 
 	// The embedded control plane reports its real version, as a released kube-apiserver does.
 	expect([]string{"check", "--pre"}, exitFailure,
-		"✔ Kubernetes v1.36.3 (1.29.0 or later)",
+		"✔ Kubernetes v1.36.4 (1.29.0 or later)",
 		"✗ source-controller: no Deployment flux-system/source-controller",
 		"✗ helm-controller: no Deployment flux-system/helm-controller",
 		"✔ helmreleases.helm.toolkit.fluxcd.io serves v2")

@@ -2,7 +2,7 @@
 # hack/tools/ into a cache folder outside the clone. The sourcing script sets root (the checkout) and dir (its
 # cache folder) first.
 
-kube_version=1.36.3
+kube_version=1.36.4
 
 # The version a Kubernetes program reports. An unstamped build reports v0.0.0-master+$Format:%H$: clients fail to
 # parse it, and Helm refuses every chart with a kubeVersion constraint (most public charts carry one) against an

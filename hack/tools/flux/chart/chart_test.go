@@ -31,7 +31,7 @@ import (
 const (
 	releaseName = "fluxdeployer"
 	namespace   = "fluxdeployer-system"
-	kubeVersion = "v1.36.3"
+	kubeVersion = "v1.36.4"
 )
 
 var (

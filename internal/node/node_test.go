@@ -19,8 +19,9 @@ import (
 )
 
 // TestNodeRunsPodsAndLeavesNothing starts the node, runs a Deployment of the workload image whose readiness the
-// kubelet probes, reaches it through its Service (kube-proxy) from another pod, and stops the node: afterwards no
-// process, mount, cgroup, network namespace or interface of it is left.
+// kubelet probes, reaches it through its Service (kube-proxy, killed before the Service was created and started
+// again by the node) from another pod, and stops the node: afterwards no process, mount, cgroup, network namespace
+// or interface of it is left.
 func TestNodeRunsPodsAndLeavesNothing(t *testing.T) {
 	ctx := context.Background()
 	c := startNode(t)
@@ -49,10 +50,20 @@ func TestNodeRunsPodsAndLeavesNothing(t *testing.T) {
 		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http")}}},
 	}
 	created := time.Now()
-	for _, obj := range []client.Object{deploy, svc} {
-		if err := c.Client.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
+	if err := c.Client.Create(ctx, deploy); err != nil {
+		t.Fatal(err)
+	}
+	// kube-proxy killed before the Service exists: only a kube-proxy started again programs the Service, as the
+	// kubelet restarts kube-proxy's pod on a real node.
+	proxy := c.daemon(kubeProxy)
+	proxy.mu.Lock()
+	killed := proxy.cmd.Process
+	proxy.mu.Unlock()
+	if err := killed.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.Create(ctx, svc); err != nil {
+		t.Fatal(err)
 	}
 	testenv.Eventually(t, 2*time.Minute, func() error {
 		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(deploy), deploy); err != nil {
@@ -86,6 +97,10 @@ func TestNodeRunsPodsAndLeavesNothing(t *testing.T) {
 		}
 		return nil
 	})
+
+	if log := tail(proxy.log, 1000); !strings.Contains(log, "node: kube-proxy ended (signal: killed)") {
+		t.Errorf("kube-proxy's log does not say it was started again after it was killed:\n%s", tail(proxy.log, 20))
+	}
 
 	// The node's memory figure names its programs and the pods that ran.
 	peak := peakMemory()

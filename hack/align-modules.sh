@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Makes the tools modules that build Kubernetes' programs, etcd, containerd, controller-gen, kustomize and promtool
-# select,
-# for every module they share with the operator's module or hack/tools/flux, at least the version those select
-# (minimal version selection takes the newer of the two), then tidies them. The Go build cache compiles a package
+# select, for every module they share with the operator's module or hack/tools/flux, at least the version those
+# select (minimal version selection takes the newer of the two), then tidies them. The Go build cache compiles a package
 # once only when every build agrees on its version and on its dependencies' versions: k8s.io/api alone is a minute
 # of compiling, and with kube-apiserver one patch release apart from the operator's libraries a first run compiled
 # it twice, with client-go, apimachinery, grpc and golang.org/x under it. hack/modules' test fails when the builds

@@ -28,6 +28,8 @@ type daemon struct {
 	mu      sync.Mutex
 	cmd     *exec.Cmd // the program's current run
 	stopped bool
+	// relaunch is why the program could not be started again, if it could not.
+	relaunch error
 }
 
 // startDaemon runs bin with args inside the node's namespaces. nsenter execs the program itself, so the process
@@ -84,6 +86,7 @@ func (c *Cluster) supervise(d *daemon, logFile *os.File) {
 		}
 		next, nextLog, err := c.launch(d)
 		if err != nil {
+			d.relaunch = err
 			d.mu.Unlock()
 			return
 		}
@@ -112,8 +115,11 @@ func (d *daemon) running() error {
 	select {
 	case <-d.exited:
 		d.mu.Lock()
-		state := d.cmd.ProcessState
+		state, relaunch := d.cmd.ProcessState, d.relaunch
 		d.mu.Unlock()
+		if relaunch != nil {
+			return fmt.Errorf("%s exited (%s) and could not be started again: %w; last lines:\n%s", d.name, state, relaunch, tail(d.log, 20))
+		}
 		return fmt.Errorf("%s exited (%s); last lines:\n%s", d.name, state, tail(d.log, 20))
 	default:
 		return nil
